@@ -1,0 +1,24 @@
+# The same commands run here and in CI (.ci/run calls `make test` through the README's command).
+PY ?= .venv/bin/python
+
+.PHONY: install check test lint format typecheck
+
+install:
+	python3 -m venv .venv
+	$(PY) -m pip install -q -e '.[dev]'
+
+lint:
+	$(PY) -m ruff check src tests
+	$(PY) -m ruff format --check src tests
+
+format:
+	$(PY) -m ruff format src tests
+	$(PY) -m ruff check --fix src tests
+
+typecheck:
+	$(PY) -m mypy
+
+check: lint typecheck
+
+test:
+	$(PY) -m pytest -q

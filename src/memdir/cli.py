@@ -1,0 +1,24 @@
+"""The ``memdir`` command.
+
+The command needs the ``[cli]`` extra; without it, it says how to install it instead of
+failing with a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the ``memdir`` command line (the console script's entry point)."""
+    try:
+        from memdir._cli import cli
+    except ModuleNotFoundError as exc:
+        if exc.name != "click":
+            raise
+        sys.stderr.write(
+            "memdir: the command line needs the [cli] extra: pip install 'memdir[cli]'\n"
+        )
+        raise SystemExit(2) from None
+    cli.main(args=list(argv) if argv is not None else None, prog_name="memdir")

@@ -1,0 +1,48 @@
+"""The exceptions memdir raises, split by who is at fault.
+
+Every error memdir raises on purpose is a :class:`MemdirError`, so a host can catch the
+whole family in one place. The children say where to look:
+
+- :class:`UsageError`: the caller passed something memdir cannot work with (a bad
+  argument, an invalid setting, a path outside the memory directory).
+- :class:`TranscriptError`: a conversation file could not be read or understood.
+- :class:`ModelError`: the model provider failed or answered with something unusable.
+- :class:`StoreError`: the memory directory could not be read or written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["MemdirError", "ModelError", "StoreError", "TranscriptError", "UsageError"]
+
+
+class MemdirError(Exception):
+    """Root of every exception memdir raises on purpose."""
+
+
+class UsageError(MemdirError, ValueError):
+    """The caller asked for something memdir cannot do as asked."""
+
+
+class ModelError(MemdirError):
+    """The model provider failed, or answered with something that cannot be used."""
+
+
+class StoreError(MemdirError, OSError):
+    """The memory directory could not be read or written."""
+
+
+class TranscriptError(MemdirError):
+    """A conversation file is missing, unreadable, or in no format memdir knows.
+
+    The message names the file, and the line where there is one; both are also kept as
+    attributes so a caller can report them its own way.
+    """
+
+    def __init__(self, path: str | Path, reason: str, *, line: int | None = None) -> None:
+        self.path = Path(path)
+        self.reason = reason
+        self.line = line
+        where = f"{self.path}:{line}" if line is not None else str(self.path)
+        super().__init__(f"{where}: {reason}")

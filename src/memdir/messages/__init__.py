@@ -1,0 +1,44 @@
+"""Conversations as memdir sees them: :class:`Message` and its content blocks."""
+
+from memdir.messages._anthropic import (
+    message_from_anthropic,
+    message_to_anthropic,
+    messages_from_anthropic,
+    messages_to_anthropic,
+)
+from memdir.messages._model import (
+    ContentBlock,
+    ImageBlock,
+    Message,
+    OtherBlock,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    derive_uuid,
+    model_visible,
+    with_derived_uuids,
+)
+from memdir.messages._openai import messages_from_openai, messages_to_openai
+
+__all__ = [
+    "ContentBlock",
+    "ImageBlock",
+    "Message",
+    "OtherBlock",
+    "Role",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "derive_uuid",
+    "message_from_anthropic",
+    "message_to_anthropic",
+    "messages_from_anthropic",
+    "messages_from_openai",
+    "messages_to_anthropic",
+    "messages_to_openai",
+    "model_visible",
+    "with_derived_uuids",
+]

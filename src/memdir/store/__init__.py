@@ -1,0 +1,88 @@
+"""The memory directory: where memories live, what they look like, and how they are kept safe.
+
+- :class:`MemoryDir` — one directory, its ``MEMORY.md`` index and ``team/`` folder, with
+  symlink-safe containment checks.
+- :func:`default_memory_dir` — the folder Claude Code uses for a project, so both tools
+  share one memory.
+- memory files: :func:`parse_memory_file` / :func:`format_memory_file` (YAML frontmatter);
+  the index's load caps: :func:`truncate_entrypoint`; the manifest of existing memories:
+  :func:`scan_memory_files` / :func:`format_manifest`.
+- safety: :func:`atomic_write`, :func:`file_lock`, :func:`update_file`, and the secret
+  scanner (:func:`scan_secrets`, :func:`redact`).
+"""
+
+from memdir.store._atomic import atomic_write, file_lock, lock_path, update_file
+from memdir.store._entrypoint import (
+    ENTRYPOINT_NAME,
+    MAX_ENTRYPOINT_CHARS,
+    MAX_ENTRYPOINT_LINES,
+    EntrypointContent,
+    strip_entrypoint_noise,
+    truncate_entrypoint,
+)
+from memdir.store._frontmatter import (
+    MEMORY_TYPES,
+    MemoryFile,
+    MemoryType,
+    format_memory_file,
+    parse_memory_file,
+)
+from memdir.store._location import (
+    MEMDIR_DIR_ENV,
+    canonical_git_root,
+    claude_config_home,
+    default_memory_dir,
+    find_git_root,
+    sanitize_path,
+)
+from memdir.store._memory_dir import TEAM_DIR_NAME, MemoryDir
+from memdir.store._scan import (
+    FRONTMATTER_MAX_LINES,
+    MemoryHeader,
+    format_manifest,
+    scan_memory_files,
+)
+from memdir.store._secrets import (
+    SECRET_RULES,
+    SecretFinding,
+    SecretRule,
+    contains_secret,
+    redact,
+    scan_secrets,
+)
+
+__all__ = [
+    "ENTRYPOINT_NAME",
+    "FRONTMATTER_MAX_LINES",
+    "MAX_ENTRYPOINT_CHARS",
+    "MAX_ENTRYPOINT_LINES",
+    "MEMDIR_DIR_ENV",
+    "MEMORY_TYPES",
+    "SECRET_RULES",
+    "TEAM_DIR_NAME",
+    "EntrypointContent",
+    "MemoryDir",
+    "MemoryFile",
+    "MemoryHeader",
+    "MemoryType",
+    "SecretFinding",
+    "SecretRule",
+    "atomic_write",
+    "canonical_git_root",
+    "claude_config_home",
+    "contains_secret",
+    "default_memory_dir",
+    "file_lock",
+    "find_git_root",
+    "format_manifest",
+    "format_memory_file",
+    "lock_path",
+    "parse_memory_file",
+    "redact",
+    "sanitize_path",
+    "scan_memory_files",
+    "scan_secrets",
+    "strip_entrypoint_noise",
+    "truncate_entrypoint",
+    "update_file",
+]

@@ -1,0 +1,131 @@
+"""Crash-safe writes and the cross-process lock for read-modify-write.
+
+A memory file is either the old version or the new one, never a torn mix: the new bytes go
+to a temporary file in the same directory, which is flushed to disk and then renamed over
+the target in one step. Several processes (two agents, the command line, a hook) may share
+one memory directory, so anything that reads a file, changes it and writes it back does
+so while holding a lock file beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import filelock
+
+from memdir.errors import StoreError
+
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "atomic_write", "file_lock", "lock_path", "update_file"]
+
+DEFAULT_LOCK_TIMEOUT = 10.0
+_NEW_FILE_MODE = 0o644
+
+
+def _fsync_dir(directory: Path) -> None:
+    # Makes the rename itself durable; not every platform lets a directory be opened.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old file or the new one.
+
+    Text is written as UTF-8. Missing parent directories are created. An existing file
+    keeps its permission bits; a symlink at ``path`` is replaced by a regular file rather
+    than written through. Raises :class:`~memdir.errors.StoreError` on failure, with the
+    target untouched and no temporary file left behind.
+    """
+    target = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            st = os.lstat(target)
+            mode = st.st_mode & 0o7777 if not os.path.islink(target) else _NEW_FILE_MODE
+        except FileNotFoundError:
+            mode = _NEW_FILE_MODE
+        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise StoreError(f"cannot write {target}: {exc.strerror or exc}") from exc
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp_name, mode)
+        os.replace(tmp_name, target)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        if isinstance(exc, OSError):
+            raise StoreError(f"cannot write {target}: {exc.strerror or exc}") from exc
+        raise
+    _fsync_dir(target.parent)
+
+
+def lock_path(path: str | os.PathLike[str]) -> Path:
+    """The lock file that guards ``path``: a hidden ``.<name>.lock`` beside it."""
+    target = Path(path)
+    return target.with_name(f".{target.name}.lock")
+
+
+@contextlib.contextmanager
+def file_lock(
+    path: str | os.PathLike[str], *, timeout: float = DEFAULT_LOCK_TIMEOUT
+) -> Iterator[None]:
+    """Hold the cross-process lock for ``path`` while the block runs.
+
+    Waits up to ``timeout`` seconds (``0`` tries once) and raises
+    :class:`~memdir.errors.StoreError` if another process still holds it.
+    """
+    guard = lock_path(path)
+    try:
+        guard.parent.mkdir(parents=True, exist_ok=True)
+        lock = filelock.FileLock(guard, timeout=timeout)
+        lock.acquire()
+    except filelock.Timeout as exc:
+        raise StoreError(f"{path} is locked by another process (waited {timeout:g}s)") from exc
+    except OSError as exc:
+        raise StoreError(f"cannot lock {path}: {exc.strerror or exc}") from exc
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def update_file(
+    path: str | os.PathLike[str],
+    transform: Callable[[str | None], str],
+    *,
+    timeout: float = DEFAULT_LOCK_TIMEOUT,
+) -> str:
+    """Read ``path``, apply ``transform`` and write the result, all under the file's lock.
+
+    ``transform`` receives the current text (``None`` when the file does not exist) and
+    returns the new text, which is written atomically only when it differs. Returns the
+    new text. Two processes updating one file never lose each other's change.
+    """
+    target = Path(path)
+    with file_lock(target, timeout=timeout):
+        try:
+            current: str | None = target.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            current = None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StoreError(f"cannot read {target}: {exc}") from exc
+        updated = transform(current)
+        if updated != current:
+            atomic_write(target, updated)
+        return updated
