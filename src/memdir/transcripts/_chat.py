@@ -25,12 +25,15 @@ def _looks_openai(items: Sequence[Any]) -> bool | None:
     for item in items:
         if not isinstance(item, Mapping):
             continue
-        if item.get("role") in _OPENAI_ROLES or _OPENAI_KEYS & item.keys():
+        role = item.get("role")
+        if (isinstance(role, str) and role in _OPENAI_ROLES) or _OPENAI_KEYS & item.keys():
             return True
         content = item.get("content")
         if isinstance(content, list):
             for part in content:
                 kind = part.get("type") if isinstance(part, Mapping) else None
+                if not isinstance(kind, str):
+                    continue
                 if kind in _OPENAI_PARTS:
                     return True
                 if kind in _ANTHROPIC_BLOCKS:

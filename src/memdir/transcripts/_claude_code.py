@@ -108,7 +108,7 @@ def _read_nodes(
             skipped.append(SkippedLine(line=number, reason="not a JSON object"))
             continue
         kind = entry.get("type")
-        if kind not in _KNOWN_TYPES:
+        if not isinstance(kind, str) or kind not in _KNOWN_TYPES:
             skipped.append(SkippedLine(line=number, reason=f"unknown type {kind!r}"))
             continue
         if kind in ("summary", "custom-title"):
