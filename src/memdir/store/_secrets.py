@@ -54,7 +54,8 @@ class SecretRule:
     has a group named ``secret``, only that group is the credential; otherwise the whole
     match is. ``block_end``, when set, makes the match run on to the first match of that
     expression (used for multi-line key blocks). ``check``, when set, gets the secret
-    text and can veto a match that the pattern alone cannot rule out.
+    text and can veto a match that the pattern alone cannot rule out. Where matches of two
+    rules overlap, the one with the higher ``specificity`` is the one reported.
     """
 
     id: str
@@ -68,12 +69,13 @@ class SecretRule:
     def _spans(self, text: str) -> Iterator[tuple[int, int]]:
         """Yield the ``(start, end)`` of each credential this rule finds in ``text``."""
         regex = _compile(self.pattern)
-        scoped = "secret" in regex.groupindex
         if self.block_end is not None:
-            yield from self._block_spans(text, regex, _compile(self.block_end))
-            return
-        for match in regex.finditer(text):
-            start, end = match.span("secret") if scoped else match.span()
+            spans = self._block_spans(text, regex, _compile(self.block_end))
+        elif "secret" in regex.groupindex:
+            spans = (match.span("secret") for match in regex.finditer(text))
+        else:
+            spans = (match.span() for match in regex.finditer(text))
+        for start, end in spans:
             if self.check is None or self.check(text[start:end]):
                 yield start, end
 
@@ -83,18 +85,20 @@ class SecretRule:
     ) -> Iterator[tuple[int, int]]:
         # The end marker found for one block is reused for later begin markers, and a
         # failed search is never repeated, so many unterminated blocks stay linear.
+        heads = list(begin.finditer(text))
         pending: re.Match[str] | None = None
         exhausted = False
         covered = 0
-        for head in begin.finditer(text):
+        for index, head in enumerate(heads):
             if head.start() < covered:
                 continue
             if not exhausted and (pending is None or pending.start() < head.end()):
                 pending = end.search(text, head.end())
                 exhausted = pending is None
-            if pending is not None:
+            following = heads[index + 1].start() if index + 1 < len(heads) else len(text)
+            if pending is not None and pending.start() <= following:
                 covered = pending.end()
-            else:  # truncated block: the key material is still worth hiding
+            else:  # truncated block (no END before the next BEGIN): hide what key there is
                 tail = _compile(_BASE64_LINES).match(text, head.end())
                 covered = tail.end() if tail else head.end()
             yield head.start(), covered
@@ -113,10 +117,12 @@ class SecretFinding:
     end: int
 
 
-# Template syntax (<key>, ${TOKEN}, {{ secret }}), masking runs and stock words in docs.
+# Template syntax (<key>, ${TOKEN}, {{ secret }}), masking runs, stock words in docs, and
+# values of letters and separators only, which in code are names ("X-Auth-Token",
+# "FORCE_CHANGE_PASSWORD"); a key or password almost always has a digit or symbol.
 _PLACEHOLDER = (
-    r"(?i)^[<$%{\[(]|>$|\$\{|\{\{|xxxx|\*\*\*|\.\.\.|change[_-]?me|placeholder|example"
-    r"|your|redacted|dummy|replace|insert"
+    r"(?i)^[<$%{\[(]|>$|^[a-z_./-]*$|\$\{|\{\{|xxxx|\*\*\*|\.\.\."
+    r"|change[_-]?me|placeholder|example|your|redacted|dummy|replace|insert"
 )
 
 
@@ -124,6 +130,16 @@ def _not_placeholder(value: str) -> bool:
     """Whether a value assigned to a secret-sounding name looks real rather than a stub."""
     # Very few distinct characters ("aaaaaaaaaaaa", "abababababab") is filler, not a key.
     return _compile(_PLACEHOLDER).search(value) is None and len(set(value)) > 3
+
+
+def _not_aws_example(value: str) -> bool:
+    """AWS documentation's sample credentials all end in, or contain, ``EXAMPLE``."""
+    return "EXAMPLE" not in value
+
+
+def _has_key_material(block: str) -> bool:
+    """A key block holds base64 lines; a BEGIN line quoted in prose or code does not."""
+    return _compile(r"[A-Za-z0-9+/]{16}").search(block) is not None
 
 
 def _is_discord_token(value: str) -> bool:
@@ -138,11 +154,20 @@ def _is_discord_token(value: str) -> bool:
 
 _B64 = r"[A-Za-z0-9+/]"
 _LITERAL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+# Key material after a BEGIN line with no END: base64 lines, split by real newlines or
+# by the escaped "\n" of a JSON string (as in a service-account key file).
 _BASE64_LINES = r"(?:(?:\\[nr]|\s)*+[A-Za-z0-9+/=]{16,}+)*+"
 _PEM_KINDS = r"(?:(?:RSA|EC|OPENSSH|DSA|PGP|ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?-----"
+# Pagination and concurrency tokens (NextToken, page_token, LockToken) are not credentials,
+# and API output an agent reads is full of them.
+_NOT_PAGING = "".join(
+    f"(?<!{word}{sep})"
+    for word in ("next", "page", "continuation", "lock", "change", "sync")
+    for sep in ("", "_", "-")
+)
 _SECRET_NAME = (
     r"(?i:api[_-]?key|secret[_-]?key|client[_-]?secret|access[_-]?key|auth[_-]?key"
-    r"|secret|token|password|passwd)"
+    rf"|secret|password|passwd|{_NOT_PAGING}token)"
 )
 
 
@@ -156,7 +181,7 @@ def _rule(
     specificity: int = _PROVIDER,
     check: Callable[[str], bool] | None = None,
 ) -> SecretRule:
-    """A provider rule; ``edge`` is the token alphabet the match may not touch on either side.
+    """A token rule; ``edge`` is the token alphabet the match may not touch on either side.
 
     The edge check means a rule only starts where a run of token characters starts, so
     ``task_sk_live_demo`` is not a Stripe key, and a megabyte of near-misses is scanned
@@ -181,14 +206,22 @@ def _rule(
 
 
 SECRET_RULES: tuple[SecretRule, ...] = (
-    _rule("anthropic-api-key", "Anthropic", "API key", r"sk-ant-api03-[\w-]{93}AA"),
-    _rule("anthropic-admin-key", "Anthropic", "Admin API key", r"sk-ant-admin01-[\w-]{93}AA"),
+    # Issued keys are 95 characters after the prefix; any long tail is taken, so a key
+    # copied with a character missing or added is still caught.
+    _rule("anthropic-api-key", "Anthropic", "API key", r"sk-ant-api\d\d-[\w-]{80,}"),
+    _rule("anthropic-admin-key", "Anthropic", "Admin API key", r"sk-ant-admin\d\d-[\w-]{80,}"),
     _rule("anthropic-oauth-token", "Anthropic", "OAuth token", r"sk-ant-o[ar]t01-[\w-]{40,}"),
     _rule("openai-project-key", "OpenAI", "Project/user key", r"sk-(?:proj|None)-[\w-]{40,}"),
     _rule("openai-service-account-key", "OpenAI", "Service account key", r"sk-svcacct-[\w-]{40,}"),
     _rule("openai-admin-key", "OpenAI", "Admin API key", r"sk-admin-[\w-]{40,}"),
     _rule("openai-legacy-key", "OpenAI", "Legacy key", r"sk-[^\W_]{20}T3BlbkFJ[^\W_]{20}"),
-    _rule("aws-access-key-id", "AWS", "Access key id", r"A(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}"),
+    _rule(
+        "aws-access-key-id",
+        "AWS",
+        "Access key id",
+        r"A(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}",
+        check=_not_aws_example,
+    ),
     SecretRule(
         id="aws-secret-access-key",
         provider="AWS",
@@ -196,6 +229,7 @@ SECRET_RULES: tuple[SecretRule, ...] = (
         pattern=r"(?i:aws[_.-]?secret[_.-]?(?:access[_.-]?)?key|secret[_.-]?access[_.-]?key)"
         rf"[\"']?\s*(?::=|=>|[:=])\s*[\"']?(?P<secret>{_B64}{{40}})(?![\w+/=-])",
         specificity=_STRUCTURAL,
+        check=_not_aws_example,
     ),
     _rule("gcp-api-key", "Google Cloud", "Google API key", r"AIza[\w-]{35}"),
     _rule("gcp-oauth-client-secret", "Google Cloud", "OAuth client secret", r"GOCSPX-[\w-]{28}"),
@@ -230,9 +264,7 @@ SECRET_RULES: tuple[SecretRule, ...] = (
     _rule("gitlab-token", "GitLab", "Deploy/runner/trigger token", r"gl(?:dt|rt|ptt)-[\w-]{20,}"),
     _rule("slack-bot-token", "Slack", "Bot token", r"xoxb-[0-9]{6,}-[A-Za-z0-9-]{16,}"),
     _rule("slack-user-token", "Slack", "User token", r"xoxp-[0-9]{6,}-[A-Za-z0-9-]{16,}"),
-    _rule(
-        "slack-token", "Slack", "App/refresh/session token", r"xox[ars]-[^\W_]+-[A-Za-z0-9-]{16,}"
-    ),
+    _rule("slack-token", "Slack", "App/refresh token", r"xox[ars]-[^\W_]+-[A-Za-z0-9-]{16,}"),
     _rule(
         "slack-webhook-url",
         "Slack",
@@ -252,10 +284,7 @@ SECRET_RULES: tuple[SecretRule, ...] = (
     _rule("digitalocean-token", "DigitalOcean", "API/OAuth token", r"do[opr]_v1_[a-f0-9]{64}"),
     _rule("databricks-token", "Databricks", "Access token", r"dapi[a-f0-9]{32}(?:-\d)?"),
     _rule(
-        "terraform-cloud-token",
-        "HashiCorp",
-        "Terraform Cloud / Enterprise API token",
-        r"[^\W_]{14}\.atlasv1\.[\w=-]{60,}",
+        "terraform-cloud-token", "HashiCorp", "Terraform Cloud", r"[^\W_]{14}\.atlasv1\.[\w=-]{60,}"
     ),
     _rule("vault-token", "HashiCorp", "Vault service/batch token", r"hv[sb]\.[\w-]{24,}"),
     _rule("pulumi-token", "Pulumi", "Access token", r"pul-[a-f0-9]{40}"),
@@ -263,23 +292,21 @@ SECRET_RULES: tuple[SecretRule, ...] = (
     _rule(
         "grafana-cloud-token",
         "Grafana",
-        "Cloud access policy token",
+        "Cloud token",
         r"glc_[A-Za-z0-9+/]{32,}={0,2}",
         edge=r"\w+/=-",
     ),
     _rule(
         "grafana-service-account-token",
         "Grafana",
-        "Service account token",
-        r"glsa_[^\W_]{32}_[a-fA-F0-9]{8}",
+        "Service account",
+        r"glsa_[^\W_]{32}_[\da-fA-F]{8}",
     ),
     _rule(
         "sentry-org-token", "Sentry", "Org auth token", r"sntrys_eyJ[\w+/=]{60,}", edge=r"\w+/=-"
     ),
     _rule("sentry-user-token", "Sentry", "User auth token", r"sntryu_[a-f0-9]{64}"),
-    _rule(
-        "shopify-token", "Shopify", "App/shared-secret token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"
-    ),
+    _rule("shopify-token", "Shopify", "App token/secret", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
     _rule("linear-api-key", "Linear", "Personal API key", r"lin_api_[^\W_]{40}"),
     _rule(
         "doppler-token",
@@ -305,6 +332,7 @@ SECRET_RULES: tuple[SecretRule, ...] = (
         description="PEM, OpenSSH or PGP private key block (also inside service-account JSON)",
         pattern=r"-----BEGIN " + _PEM_KINDS,
         block_end=r"-----END " + _PEM_KINDS,
+        check=_has_key_material,
     ),
     _rule(
         "jwt",
@@ -327,7 +355,7 @@ SECRET_RULES: tuple[SecretRule, ...] = (
         description="Unquoted value in a .env / shell line such as API_TOKEN=...",
         pattern=r"(?m)^[ \t]*(?:export[ \t]+)?[A-Z0-9_]*"
         r"(?:API_KEY|SECRET_KEY|ACCESS_KEY|SECRET|TOKEN|PASSWORD|PASSWD)"
-        r"[ \t]*=[ \t]*(?P<secret>[^\s\"'#]{12,})",
+        r"=(?P<secret>[^\s\"'#]{12,})[ \t]*(?:#.*)?\r?$",
         specificity=_GENERIC,
         check=_not_placeholder,
     ),
@@ -374,7 +402,7 @@ def redact(text: str, replacement: str = "[REDACTED]") -> str:
 
     Only the secret itself is replaced (for ``api_key = "..."`` just the value inside the
     quotes); every other character is kept as it was. Overlapping matches are merged
-    first, so no fragment of a secret survives because a narrower rule won the overlap.
+    first, so no fragment survives where the matches of two rules only partly overlap.
     """
     spans = sorted((start, end) for start, end, _, _ in _candidates(text))
     if not spans:
