@@ -1,0 +1,105 @@
+"""What a model is asked and what it answers, independent of the provider."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from memdir.messages import Message
+
+__all__ = ["Model", "ModelRequest", "ModelResponse", "SystemPrompt", "Usage"]
+
+SystemPrompt: TypeAlias = str | Sequence[Mapping[str, Any]] | None
+"""A system prompt: plain text, or Anthropic-style text blocks (``{"type": "text", ...}``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Usage:
+    """Tokens one request (or a sum of requests) consumed."""
+
+    input_tokens: int = 0
+    """Input tokens billed at the full rate (neither read from nor written to the cache)."""
+    output_tokens: int = 0
+    """Tokens the model generated."""
+    cache_read_input_tokens: int = 0
+    """Input tokens served from the prompt cache."""
+    cache_creation_input_tokens: int = 0
+    """Input tokens written to the prompt cache."""
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+            cache_creation_input_tokens=(
+                self.cache_creation_input_tokens + other.cache_creation_input_tokens
+            ),
+        )
+
+    @property
+    def total_input_tokens(self) -> int:
+        """Every input token, however it was billed."""
+        return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
+
+    @property
+    def cache_hit_rate(self) -> float:
+        """The share of input tokens read from the cache (0.0 when there was no input)."""
+        total = self.total_input_tokens
+        return self.cache_read_input_tokens / total if total else 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelRequest:
+    """One request to a model.
+
+    ``tools`` are definitions in Anthropic's shape (``name``, ``description``,
+    ``input_schema``, plus any extra keys such as ``cache_control``); a provider adapter
+    turns them into its own wire shape the same way every time, so two requests with the
+    same definitions send the same bytes. ``params`` holds everything else the provider
+    takes (``max_tokens``, ``temperature``, ``thinking``, ``tool_choice``, …) and is
+    passed through untouched.
+    """
+
+    system: SystemPrompt = None
+    """The system prompt."""
+    tools: Sequence[Mapping[str, Any]] = ()
+    """Tool definitions, in order."""
+    messages: Sequence[Message] = ()
+    """The conversation so far."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """Other request parameters, passed to the provider as they are."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelResponse:
+    """A model's answer: one assistant message, with what it cost."""
+
+    message: Message
+    """The assistant message (text, thinking and tool calls)."""
+    usage: Usage = field(default_factory=Usage)
+    """Tokens this request consumed."""
+    stop_reason: str | None = None
+    """Why the model stopped (``end_turn``, ``tool_use``, ``max_tokens``, …)."""
+    model: str | None = None
+    """The model that answered, as the provider names it."""
+    id: str | None = None
+    """The provider's id for the response."""
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything that answers a :class:`ModelRequest`.
+
+    Implementations raise :class:`~memdir.errors.ModelError` when the provider fails or
+    answers with something unusable.
+    """
+
+    @property
+    def name(self) -> str:
+        """A spec naming the provider and model, such as ``anthropic:claude-sonnet-4-5``."""
+        ...
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Send ``request`` and return the answer."""
+        ...
