@@ -1,0 +1,154 @@
+"""``run_forked_agent``: the memory agent's loop, inside the parent agent's prompt cache.
+
+A fork sends exactly what its parent sent — the same model, system prompt, tool list
+(every tool, same order, same schemas) and parameters — with the parent's conversation
+plus a few prompt messages. Anything that differs in that prefix (a pruned tool list, a
+changed ``max_tokens``) would start a new cache and bill the whole conversation again,
+so the fork changes nothing there and confines the agent through ``can_use_tool``
+instead. Each model message's tool calls run concurrently; their results go back in
+call order; a refused call gets an error result carrying the gate's message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memdir.messages import Message, ToolResultBlock, ToolUseBlock
+from memdir.models import Model, ModelRequest, SystemPrompt, Usage
+from memdir.permissions import CanUseTool
+from memdir.tools._base import Tool, ToolContext, ToolError
+
+__all__ = ["CacheSafeParams", "ForkResult", "run_forked_agent"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheSafeParams:
+    """Everything of the parent's request that a fork must send unchanged."""
+
+    model: Model
+    """The parent's model."""
+    system: SystemPrompt = None
+    """The parent's system prompt."""
+    tools: Sequence[Mapping[str, Any]] = ()
+    """The parent's tool definitions, all of them, in order."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """The parent's other request parameters (``max_tokens``, ``thinking``, …)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForkResult:
+    """What a fork did."""
+
+    messages: tuple[Message, ...]
+    """The fork's own messages: the prompt, then each answer and its tool results."""
+    usage: Usage
+    """Tokens summed over every request the fork made."""
+    turn_count: int
+    """Model requests made (one assistant message each)."""
+    written_paths: tuple[Path, ...]
+    """Files that Write/Edit calls changed successfully, each once, in first-write order."""
+    tool_calls: int = 0
+    """Tool calls the model made."""
+    denied_calls: int = 0
+    """Tool calls the gate refused."""
+    hit_max_turns: bool = False
+    """The run stopped because it reached ``max_turns`` while the model still wanted tools."""
+
+
+async def _run_call(
+    call: ToolUseBlock,
+    tools: Mapping[str, Tool],
+    can_use_tool: CanUseTool,
+    context: ToolContext,
+) -> tuple[ToolResultBlock, Path | None, bool]:
+    """One tool call: asked at the gate, then run. Returns (result, written path, denied)."""
+    tool = tools.get(call.name)
+    decision = await can_use_tool(tool if tool is not None else call.name, call.input)
+    if not decision.allowed:
+        message = decision.message or f"{call.name} is not allowed here."
+        return ToolResultBlock(tool_use_id=call.id, content=message, is_error=True), None, True
+    if tool is None:
+        message = f"No tool named {call.name!r} is available to this agent."
+        return ToolResultBlock(tool_use_id=call.id, content=message, is_error=True), None, False
+    try:
+        output = await tool.run(call.input, context)
+    except ToolError as exc:
+        return ToolResultBlock(tool_use_id=call.id, content=str(exc), is_error=True), None, False
+    except Exception as exc:  # a tool bug must reach the model as an error, not end the run
+        text = f"{call.name} failed: {type(exc).__name__}: {exc}"
+        return ToolResultBlock(tool_use_id=call.id, content=text, is_error=True), None, False
+    result = ToolResultBlock(tool_use_id=call.id, content=output.content, is_error=output.is_error)
+    written = output.written if not output.is_error else None
+    return result, written, False
+
+
+async def run_forked_agent(
+    params: CacheSafeParams,
+    messages: Sequence[Message],
+    prompt_messages: Sequence[Message],
+    *,
+    tools: Sequence[Tool],
+    can_use_tool: CanUseTool,
+    max_turns: int | None = 5,
+    context: ToolContext | None = None,
+) -> ForkResult:
+    """Run the agent loop on the parent's request plus ``prompt_messages``.
+
+    Each request is ``params`` unchanged with ``messages + prompt_messages`` and the
+    fork's own turns after them. Tool calls are looked up by name in ``tools`` (the tools
+    the fork can actually run; the model is shown the parent's definitions); every call
+    is put to ``can_use_tool`` first. The loop ends when the model answers without tool
+    calls, or after ``max_turns`` requests (``None``: no cap) — the calls of that last
+    answer still run, so a write in the final turn is kept. Model failures propagate
+    (:class:`~memdir.errors.ModelError`); tool failures become error results.
+    """
+    if max_turns is not None and max_turns < 1:
+        raise ValueError(f"max_turns must be at least 1 or None, got {max_turns}")
+    by_name = {tool.name: tool for tool in tools}
+    context = context if context is not None else ToolContext()
+    history = [*messages, *prompt_messages]
+    own: list[Message] = list(prompt_messages)
+    usage = Usage()
+    written: dict[Path, None] = {}
+    turns = calls = denied = 0
+    hit_cap = False
+    while True:
+        request = ModelRequest(
+            system=params.system, tools=params.tools, messages=tuple(history), params=params.params
+        )
+        response = await params.model.request(request)
+        turns += 1
+        usage = usage + response.usage
+        history.append(response.message)
+        own.append(response.message)
+        uses = response.message.tool_uses
+        if not uses:
+            break
+        calls += len(uses)
+        outcomes = await asyncio.gather(
+            *(_run_call(call, by_name, can_use_tool, context) for call in uses)
+        )
+        results = tuple(result for result, _, _ in outcomes)
+        for _, path, was_denied in outcomes:
+            denied += was_denied
+            if path is not None:
+                written.setdefault(path, None)
+        tool_message = Message(role="user", content=results)
+        history.append(tool_message)
+        own.append(tool_message)
+        if max_turns is not None and turns >= max_turns:
+            hit_cap = True
+            break
+    return ForkResult(
+        messages=tuple(own),
+        usage=usage,
+        turn_count=turns,
+        written_paths=tuple(written),
+        tool_calls=calls,
+        denied_calls=denied,
+        hit_max_turns=hit_cap,
+    )

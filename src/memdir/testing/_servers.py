@@ -1,0 +1,174 @@
+"""Fake Anthropic and OpenAI servers that the official SDKs talk to over real HTTP.
+
+Each fake listens on 127.0.0.1, answers the provider's endpoint from a script of replies
+(or a function), records every request byte for byte, and reports prompt-cache usage by
+the provider's rules, so a test can prove that two requests share a cached prefix.
+
+A reply is a string (an assistant text), an assistant :class:`~memdir.messages.Message`
+(text, thinking and tool calls), or a :class:`Fault`. A tool call, then a final answer::
+
+    from memdir.messages import Message, ToolUseBlock
+    call = ToolUseBlock(id="toolu_1", name="Read", input={"file_path": "/mem/MEMORY.md"})
+    async with FakeAnthropicServer([Message(role="assistant", content=(call,)), "Saved."]) as fake:
+        async with AsyncAnthropic(base_url=fake.base_url, api_key="test") as client:
+            ...  # 1st request: stop_reason "tool_use"; 2nd: the text "Saved."
+    fake.assert_all_used()
+
+The stop reason is ``tool_use`` (OpenAI: ``tool_calls``) when the reply calls a tool and
+``end_turn`` (``stop``) otherwise; ``extra={"stop_reason": "max_tokens"}`` on the message
+overrides it. Streaming requests (``"stream": true``) get Server-Sent Events in the
+provider's format. Each fake records what went wrong outside the script (a request with
+no reply left, an unknown path, a request the provider would refuse) for
+``assert_all_used()`` and ``assert_no_errors()``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memdir.messages import Message
+from memdir.testing import _wire_anthropic, _wire_openai
+from memdir.testing._base import FakeServer, sse
+from memdir.testing._cache import MAX_BREAKPOINTS, AnthropicCache, OpenAICache
+from memdir.testing._script import Fault, Handler, RecordedRequest, Reply
+
+__all__ = ["FakeAnthropicServer", "FakeOpenAIServer", "Fault", "RecordedRequest", "Reply"]
+
+
+class FakeAnthropicServer(FakeServer):
+    """A fake Anthropic Messages API: ``POST /v1/messages`` on 127.0.0.1.
+
+    Pass :attr:`base_url` to ``AsyncAnthropic(base_url=..., api_key="test")``. Replies are
+    served in order, then ``handler`` (called with the decoded request body) decides;
+    with neither left the server answers 500 and records a problem. Usage follows
+    Anthropic's prompt-cache rules: the longest prefix written by an earlier request that
+    ends within 20 blocks before a ``cache_control`` breakpoint is read; each breakpoint's
+    prefix of at least ``min_cache_tokens`` tokens is written. Tokens are estimated as
+    characters / 4 of each block's canonical JSON. More than four breakpoints is a 400,
+    as it is at Anthropic. Every response reports ``model``.
+    """
+
+    _endpoint = "/v1/messages"
+    _url_suffix = ""
+    _request_id_header = "request-id"
+    _first_event = "message_start"
+
+    def __init__(
+        self,
+        replies: Sequence[Reply] = (),
+        *,
+        handler: Handler | None = None,
+        min_cache_tokens: int = 1024,
+        model: str = "claude-fake-1",
+    ) -> None:
+        super().__init__(replies, handler=handler, min_cache_tokens=min_cache_tokens, model=model)
+        self._cache = AnthropicCache(min_cache_tokens)
+
+    def _reset_cache(self) -> None:
+        self._cache.reset()
+
+    def _error_json(self, status: int, message: str, request_id: str) -> dict[str, Any]:
+        return _wire_anthropic.error_body(status, message, request_id)
+
+    def _invalid(self, body: dict[str, Any]) -> str | None:
+        if not isinstance(body.get("model"), str):
+            return "model: Field required"
+        if not isinstance(body.get("max_tokens"), int):
+            return "max_tokens: Field required"
+        if not isinstance(body.get("messages"), list):
+            return "messages: Field required"
+        markers = self._cache.breakpoints(body)
+        if markers > MAX_BREAKPOINTS:
+            return (
+                f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
+                f"Found {markers}."
+            )
+        return None
+
+    def _answer(
+        self, body: dict[str, Any], message: Message, number: int
+    ) -> tuple[dict[str, Any], Mapping[str, Any]]:
+        # Build the reply before touching the cache, so a reply that fails writes nothing.
+        _wire_anthropic.reply_content(message)
+        usage = self._cache.account(body)
+        response = _wire_anthropic.message_body(
+            message, message_id=f"msg_fake_{number:06d}", model=self.model, usage=usage
+        )
+        return response, response["usage"]
+
+    def _frames(self, body: dict[str, Any], response: dict[str, Any]) -> list[bytes]:
+        return [sse(name, data) for name, data in _wire_anthropic.stream_events(response)]
+
+    def _truncated_frames(self, number: int) -> list[bytes]:
+        events = _wire_anthropic.truncated_events(
+            message_id=f"msg_fake_{number:06d}", model=self.model
+        )
+        return [sse(name, data) for name, data in events]
+
+
+class FakeOpenAIServer(FakeServer):
+    """A fake OpenAI Chat Completions API: ``POST /v1/chat/completions`` on 127.0.0.1.
+
+    Pass :attr:`base_url` to ``AsyncOpenAI(base_url=..., api_key="test")``. Replies are
+    served as :class:`FakeAnthropicServer` serves them. Usage follows OpenAI's automatic
+    prompt cache: ``prompt_tokens_details.cached_tokens`` is the longest prefix shared
+    with any earlier request for the same model (characters / 4 of the canonical JSON of
+    ``tools`` then each message), rounded down to 128 tokens, and 0 below
+    ``min_cache_tokens``. Every response reports ``model``.
+    """
+
+    _endpoint = "/v1/chat/completions"
+    _url_suffix = "/v1"
+    _request_id_header = "x-request-id"
+    _first_event = None
+
+    def __init__(
+        self,
+        replies: Sequence[Reply] = (),
+        *,
+        handler: Handler | None = None,
+        min_cache_tokens: int = 1024,
+        model: str = "gpt-fake-1",
+    ) -> None:
+        super().__init__(replies, handler=handler, min_cache_tokens=min_cache_tokens, model=model)
+        self._cache = OpenAICache(min_cache_tokens)
+
+    def _reset_cache(self) -> None:
+        self._cache.reset()
+
+    def _error_json(self, status: int, message: str, request_id: str) -> dict[str, Any]:
+        return _wire_openai.error_body(status, message)
+
+    def _invalid(self, body: dict[str, Any]) -> str | None:
+        if not isinstance(body.get("model"), str):
+            return "you must provide a model parameter"
+        if not isinstance(body.get("messages"), list):
+            return "Missing required parameter: 'messages'."
+        return None
+
+    def _answer(
+        self, body: dict[str, Any], message: Message, number: int
+    ) -> tuple[dict[str, Any], Mapping[str, Any]]:
+        _wire_openai.reply_message(message)  # fails before the cache is touched
+        response = _wire_openai.completion_body(
+            message,
+            completion_id=f"chatcmpl-fake-{number:06d}",
+            created=int(time.time()),
+            model=self.model,
+            usage=self._cache.account(body),
+        )
+        return response, response["usage"]
+
+    def _frames(self, body: dict[str, Any], response: dict[str, Any]) -> list[bytes]:
+        options = body.get("stream_options")
+        include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
+        chunks = _wire_openai.chunks(response, include_usage=include_usage)
+        return [*(sse(None, c) for c in chunks), sse(None, "[DONE]")]
+
+    def _truncated_frames(self, number: int) -> list[bytes]:
+        chunks = _wire_openai.truncated_chunks(
+            completion_id=f"chatcmpl-fake-{number:06d}", created=int(time.time()), model=self.model
+        )
+        return [sse(None, c) for c in chunks]

@@ -1,0 +1,379 @@
+"""Read, Write and Edit: the file tools, with Claude Code's names and input fields.
+
+Write and Edit of an existing file follow Claude Code's rule: the file must have been Read
+in this run and be unchanged on disk since, so the model never overwrites text it has not
+seen. Every write goes through :func:`~memdir.store.atomic_write`.
+
+The input checking and path resolution shared by all the builtin tools live here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import stat
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from memdir.errors import StoreError
+from memdir.store import atomic_write
+from memdir.tools._base import FileStamp, ToolContext, ToolError, ToolOutput
+
+__all__ = [
+    "EditTool",
+    "ReadTool",
+    "WriteTool",
+    "absolute_cwd",
+    "check_input",
+    "object_schema",
+    "prop",
+    "resolve_path",
+]
+
+# 2,000 lines / 2,000 characters a line: the window Claude Code's Read returns by default.
+READ_DEFAULT_LIMIT = 2000
+MAX_LINE_CHARS = 2000
+# UTF-8 spends at most 4 bytes a character, so this many bytes always hold more than
+# MAX_LINE_CHARS characters: enough to show a line's head without reading all of it.
+_LINE_READ_BYTES = 4 * (MAX_LINE_CHARS + 1)
+
+# Calls of one assistant message run concurrently; holding this across check-and-write
+# makes two Edits of one file apply one after the other instead of losing one of them.
+_WRITE_LOCK = threading.Lock()
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "boolean": (bool,)}
+
+
+def object_schema(properties: dict[str, dict[str, Any]], required: Sequence[str]) -> dict[str, Any]:
+    """A JSON schema for a tool input: an object with these properties and no others."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+def check_input(tool: str, schema: Mapping[str, Any], tool_input: object) -> dict[str, Any]:
+    """Check ``tool_input`` against ``schema`` (as built by :func:`object_schema`).
+
+    Returns the input as a plain dict without the optional keys whose value is ``None``
+    (models often send ``null`` for "not given"). Raises :class:`ToolError` with a one-line
+    message naming the offending parameter.
+    """
+    if not isinstance(tool_input, Mapping):
+        raise ToolError(f"{tool}: input must be a JSON object, got {type(tool_input).__name__}")
+    properties: Mapping[str, Mapping[str, Any]] = schema["properties"]
+    unknown = sorted(repr(key) for key in tool_input if key not in properties)
+    if unknown:
+        expected = ", ".join(properties)
+        raise ToolError(f"{tool}: unknown parameter {unknown[0]}; expected: {expected}")
+    checked = {key: value for key, value in tool_input.items() if value is not None}
+    for key in schema["required"]:
+        if key not in checked:
+            raise ToolError(f"{tool}: missing required parameter '{key}'")
+    for key, value in checked.items():
+        _check_value(tool, key, properties[key], value)
+    return checked
+
+
+def _check_value(tool: str, key: str, spec: Mapping[str, Any], value: object) -> None:
+    kind = spec["type"]
+    # bool is an int subclass; True is no line number.
+    if not isinstance(value, _JSON_TYPES[kind]) or (kind == "integer" and isinstance(value, bool)):
+        article = "an" if kind == "integer" else "a"
+        raise ToolError(f"{tool}: '{key}' must be {article} {kind}")
+    if "enum" in spec and value not in spec["enum"]:
+        raise ToolError(f"{tool}: '{key}' must be one of: {', '.join(spec['enum'])}")
+    if isinstance(value, str) and len(value) < spec.get("minLength", 0):
+        raise ToolError(f"{tool}: '{key}' must not be empty")
+    if isinstance(value, int) and "minimum" in spec and value < spec["minimum"]:
+        raise ToolError(f"{tool}: '{key}' must be at least {spec['minimum']}")
+    if isinstance(value, int) and "maximum" in spec and value > spec["maximum"]:
+        raise ToolError(f"{tool}: '{key}' must be at most {spec['maximum']}")
+
+
+def resolve_path(tool: str, key: str, raw: str, cwd: str) -> str:
+    """``raw`` as an absolute, normalised path: ``~`` expanded, relative to ``cwd``."""
+    if "\0" in raw:
+        raise ToolError(f"{tool}: '{key}' must not contain NUL characters")
+    return os.path.abspath(os.path.join(cwd, os.path.expanduser(raw)))
+
+
+def prop(kind: str, description: str, **constraints: Any) -> dict[str, Any]:
+    """One property of an input schema: its JSON type, description and constraints."""
+    return {"type": kind, "description": description, **constraints}
+
+
+def absolute_cwd(cwd: str | os.PathLike[str]) -> str:
+    """A tool's working directory as an absolute path, ``~`` expanded."""
+    return os.path.abspath(os.path.expanduser(os.fspath(cwd)))
+
+
+def _stamp(st: os.stat_result) -> FileStamp:
+    return FileStamp(mtime_ns=st.st_mtime_ns, size=st.st_size)
+
+
+def _file_path(verb: str) -> dict[str, Any]:
+    where = "absolute, or relative to the working directory"
+    return prop("string", f"The file to {verb} ({where}).", minLength=1)
+
+
+_READ_SCHEMA = object_schema(
+    {
+        "file_path": _file_path("read"),
+        "offset": prop("integer", "The line to start at; 1 is the first line.", minimum=1),
+        "limit": prop("integer", f"How many lines (default {READ_DEFAULT_LIMIT}).", minimum=1),
+    },
+    ["file_path"],
+)
+_WRITE_SCHEMA = object_schema(
+    {
+        "file_path": _file_path("write"),
+        "content": prop("string", "The complete new content of the file."),
+    },
+    ["file_path", "content"],
+)
+_EDIT_SCHEMA = object_schema(
+    {
+        "file_path": _file_path("change"),
+        "old_string": prop("string", "The exact text to replace, as in the file.", minLength=1),
+        "new_string": prop("string", "The text to put in its place; must differ from old_string."),
+        "replace_all": prop("boolean", "Replace every occurrence, not just one (default false)."),
+    },
+    ["file_path", "old_string", "new_string"],
+)
+
+
+class ReadTool:
+    """``Read``: a window of a text file, numbered like ``cat -n``."""
+
+    name = "Read"
+
+    def __init__(self, cwd: str | os.PathLike[str]) -> None:
+        self._cwd = absolute_cwd(cwd)
+
+    def definition(self) -> dict[str, Any]:
+        """The tool as the model sees it."""
+        return {
+            "name": self.name,
+            "description": (
+                "Read a text file from the local filesystem. Lines come back numbered from 1, "
+                f"at most {READ_DEFAULT_LIMIT} of them (use offset and limit to page through "
+                f"a long file); lines longer than {MAX_LINE_CHARS} characters are cut. Read a "
+                "file before you Edit it or overwrite it with Write."
+            ),
+            "input_schema": copy.deepcopy(_READ_SCHEMA),
+        }
+
+    async def run(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
+        """Read the requested lines and remember the file's state in ``context``."""
+        args = check_input(self.name, _READ_SCHEMA, tool_input)
+        path = resolve_path(self.name, "file_path", args["file_path"], self._cwd)
+        offset: int = args.get("offset", 1)
+        limit: int = args.get("limit", READ_DEFAULT_LIMIT)
+        real, stamp, text = await asyncio.to_thread(_read_window, path, offset, limit)
+        context.read_files[real] = stamp
+        return ToolOutput(content=text)
+
+
+def _read_window(path: str, offset: int, limit: int) -> tuple[str, FileStamp, str]:
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+        if stat.S_ISDIR(st.st_mode):
+            raise ToolError(f"Read: {path} is a directory; list it with Glob or Bash ls")
+        # A FIFO or a device would block the read, or never end.
+        if not stat.S_ISREG(st.st_mode):
+            raise ToolError(f"Read: {path} is not a regular file")
+        with open(real, "rb") as handle:
+            # Stamped from the open file before a byte is read: a change racing with the
+            # read makes the stamp look stale (a needless re-Read), never fresh.
+            stamp = _stamp(os.fstat(handle.fileno()))
+            shown: list[str] = []
+            number = 0
+            more = False
+            while (line := _next_line(handle)) is not None:
+                number += 1
+                if number < offset:
+                    continue
+                if len(shown) == limit:
+                    more = True
+                    break
+                shown.append(f"{number:>6}\t{line}")
+    except FileNotFoundError:
+        raise ToolError(f"Read: file does not exist: {path}") from None
+    except OSError as exc:
+        raise ToolError(f"Read: cannot read {path}: {exc.strerror or exc}") from None
+    if number == 0:
+        return real, stamp, f"({path} is empty)"
+    if not shown:
+        return real, stamp, f"({path} has {number} lines; offset {offset} is past the end)"
+    text = "\n".join(shown)
+    if more:
+        following = offset + len(shown)
+        text += f"\n\n(the file continues; Read again with offset={following} to see more)"
+    return real, stamp, text
+
+
+def _next_line(handle: BinaryIO) -> str | None:
+    """The next line without its terminator, decoded and cut; ``None`` at the end."""
+    chunk = handle.readline(_LINE_READ_BYTES)
+    if not chunk:
+        return None
+    rest = chunk
+    while rest and not rest.endswith(b"\n"):
+        # The tail of an overlong line is skipped without holding it in memory.
+        rest = handle.readline(1 << 16)
+    line = chunk.removesuffix(b"\n").removesuffix(b"\r").decode("utf-8", errors="replace")
+    if len(line) > MAX_LINE_CHARS:
+        return line[:MAX_LINE_CHARS] + " … (line cut)"
+    return line
+
+
+def _check_fresh(
+    tool: str, path: str, real: str, st: os.stat_result, read_files: Mapping[str, FileStamp]
+) -> None:
+    recorded = read_files.get(real)
+    if recorded is None:
+        raise ToolError(f"{tool}: {path} has not been Read in this session; Read it first")
+    if recorded != _stamp(st):
+        raise ToolError(f"{tool}: {path} changed on disk since it was Read; Read it again first")
+
+
+def _stat_target(tool: str, path: str, real: str) -> os.stat_result | None:
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ToolError(f"{tool}: cannot access {path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ToolError(f"{tool}: {path} is a directory")
+    return st
+
+
+def _store(tool: str, path: str, real: str, text: str, read_files: dict[str, FileStamp]) -> None:
+    try:
+        atomic_write(real, text)
+        # Recorded so that a further Edit of our own result needs no new Read.
+        read_files[real] = _stamp(os.stat(real))
+    except (StoreError, OSError) as exc:
+        raise ToolError(f"{tool}: {exc}") from None
+
+
+class WriteTool:
+    """``Write``: create a file or replace its whole content."""
+
+    name = "Write"
+
+    def __init__(self, cwd: str | os.PathLike[str]) -> None:
+        self._cwd = absolute_cwd(cwd)
+
+    def definition(self) -> dict[str, Any]:
+        """The tool as the model sees it."""
+        return {
+            "name": self.name,
+            "description": (
+                "Write a file, creating it and any missing parent directories, or replacing "
+                "its whole content. An existing file must have been Read first and not have "
+                "changed since. Prefer Edit for changing part of a file."
+            ),
+            "input_schema": copy.deepcopy(_WRITE_SCHEMA),
+        }
+
+    async def run(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
+        """Write the file atomically and record its new state in ``context``."""
+        args = check_input(self.name, _WRITE_SCHEMA, tool_input)
+        path = resolve_path(self.name, "file_path", args["file_path"], self._cwd)
+        created = await asyncio.to_thread(_write, path, args["content"], context.read_files)
+        verb = "Created" if created else "Updated"
+        return ToolOutput(content=f"{verb} {path}", written=Path(path))
+
+
+def _write(path: str, content: str, read_files: dict[str, FileStamp]) -> bool:
+    # Written through symlinks to where they point, the place a permission check that
+    # resolves symlinks has approved; replacing the link itself would write elsewhere.
+    real = os.path.realpath(path)
+    with _WRITE_LOCK:
+        st = _stat_target("Write", path, real)
+        if st is not None:
+            _check_fresh("Write", path, real, st, read_files)
+        _store("Write", path, real, content, read_files)
+    return st is None
+
+
+class EditTool:
+    """``Edit``: replace an exact piece of text in a file that was Read."""
+
+    name = "Edit"
+
+    def __init__(self, cwd: str | os.PathLike[str]) -> None:
+        self._cwd = absolute_cwd(cwd)
+
+    def definition(self) -> dict[str, Any]:
+        """The tool as the model sees it."""
+        return {
+            "name": self.name,
+            "description": (
+                "Replace text in a file: old_string must appear exactly once (include enough "
+                "surrounding lines to make it unique) unless replace_all is true. The file "
+                "must have been Read first and not have changed since. Give the text as the "
+                "file holds it, without Read's line-number prefixes."
+            ),
+            "input_schema": copy.deepcopy(_EDIT_SCHEMA),
+        }
+
+    async def run(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
+        """Apply the replacement atomically and record the file's new state in ``context``."""
+        args = check_input(self.name, _EDIT_SCHEMA, tool_input)
+        path = resolve_path(self.name, "file_path", args["file_path"], self._cwd)
+        old: str = args["old_string"]
+        new: str = args["new_string"]
+        if old == new:
+            raise ToolError("Edit: 'old_string' and 'new_string' are the same; nothing to change")
+        replace_all: bool = args.get("replace_all", False)
+        count = await asyncio.to_thread(_edit, path, old, new, replace_all, context.read_files)
+        plural = "" if count == 1 else "s"
+        return ToolOutput(
+            content=f"Edited {path}: replaced {count} occurrence{plural}", written=Path(path)
+        )
+
+
+def _edit(
+    path: str, old: str, new: str, replace_all: bool, read_files: dict[str, FileStamp]
+) -> int:
+    real = os.path.realpath(path)
+    with _WRITE_LOCK:
+        st = _stat_target("Edit", path, real)
+        if st is None:
+            raise ToolError(f"Edit: file does not exist: {path}; create it with Write")
+        _check_fresh("Edit", path, real, st, read_files)
+        try:
+            with open(real, "rb") as handle:
+                text = handle.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolError(f"Edit: {path} is not UTF-8 text; it cannot be edited") from None
+        except OSError as exc:
+            raise ToolError(f"Edit: cannot read {path}: {exc.strerror or exc}") from None
+        # Read shows lines without their "\r", so in a CRLF file the model's multi-line
+        # old_string has bare "\n"; match on LF and put the CRLFs back afterwards.
+        crlf = "\r\n" in text and "\n" not in text.replace("\r\n", "")
+        if crlf:
+            text, old, new = (s.replace("\r\n", "\n") for s in (text, old, new))
+        count = text.count(old)
+        if count == 0:
+            raise ToolError(f"Edit: 'old_string' was not found in {path}")
+        if count > 1 and not replace_all:
+            raise ToolError(
+                f"Edit: 'old_string' occurs {count} times in {path}; include more context to "
+                "make it unique, or set replace_all to true"
+            )
+        updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+        if crlf:
+            updated = updated.replace("\n", "\r\n")
+        _store("Edit", path, real, updated, read_files)
+    return count if replace_all else 1
