@@ -9,13 +9,21 @@ import pytest
 import memdir
 
 EXPECTED = {
+    "CacheSafeParams",
+    "CanUseTool",
     "ContentBlock",
+    "Event",
+    "ForkResult",
     "ImageBlock",
     "MemdirError",
     "MemoryDir",
     "Message",
+    "Model",
     "ModelError",
+    "ModelRequest",
+    "ModelResponse",
     "OtherBlock",
+    "PermissionDecision",
     "SkippedLine",
     "StoreError",
     "TextBlock",
@@ -24,11 +32,15 @@ EXPECTED = {
     "ToolUseBlock",
     "Transcript",
     "TranscriptError",
+    "Usage",
     "UsageError",
     "__version__",
+    "auto_mem_can_use_tool",
     "default_memory_dir",
     "load_transcript",
     "model_visible",
+    "resolve_model",
+    "run_forked_agent",
 }
 
 
@@ -38,7 +50,20 @@ def test_all_is_pinned() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["memdir", "memdir.messages", "memdir.store", "memdir.transcripts", "memdir.errors"]
+    "module",
+    [
+        "memdir",
+        "memdir.messages",
+        "memdir.store",
+        "memdir.transcripts",
+        "memdir.errors",
+        "memdir.models",
+        "memdir.tools",
+        "memdir.testing",
+        "memdir.permissions",
+        "memdir.fork",
+        "memdir.telemetry",
+    ],
 )
 def test_every_exported_name_exists(module: str) -> None:
     mod = importlib.import_module(module)
@@ -61,7 +86,7 @@ def test_exported_objects_belong_to_memdir() -> None:
             continue
         value = getattr(memdir, name)
         owner = getattr(value, "__module__", None)
-        if owner is not None and owner not in ("types", "typing"):  # type aliases
+        if owner is not None and owner not in ("types", "typing", "collections.abc"):  # aliases
             assert owner.startswith("memdir"), f"{name} comes from {owner}"
 
 

@@ -6,6 +6,7 @@ in a memory directory indexed by ``MEMORY.md``, compatible with Claude Code's ow
 """
 
 from memdir.errors import MemdirError, ModelError, StoreError, TranscriptError, UsageError
+from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
 from memdir.messages import (
     ContentBlock,
     ImageBlock,
@@ -17,19 +18,30 @@ from memdir.messages import (
     ToolUseBlock,
     model_visible,
 )
+from memdir.models import Model, ModelRequest, ModelResponse, Usage, resolve_model
+from memdir.permissions import CanUseTool, PermissionDecision, auto_mem_can_use_tool
 from memdir.store import MemoryDir, default_memory_dir
+from memdir.telemetry import Event
 from memdir.transcripts import SkippedLine, Transcript, load_transcript
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CacheSafeParams",
+    "CanUseTool",
     "ContentBlock",
+    "Event",
+    "ForkResult",
     "ImageBlock",
     "MemdirError",
     "MemoryDir",
     "Message",
+    "Model",
     "ModelError",
+    "ModelRequest",
+    "ModelResponse",
     "OtherBlock",
+    "PermissionDecision",
     "SkippedLine",
     "StoreError",
     "TextBlock",
@@ -38,9 +50,13 @@ __all__ = [
     "ToolUseBlock",
     "Transcript",
     "TranscriptError",
+    "Usage",
     "UsageError",
     "__version__",
+    "auto_mem_can_use_tool",
     "default_memory_dir",
     "load_transcript",
     "model_visible",
+    "resolve_model",
+    "run_forked_agent",
 ]

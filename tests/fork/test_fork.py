@@ -16,7 +16,7 @@ from memdir.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from memdir.models import ModelResponse, Usage
 from memdir.permissions import PermissionDecision, auto_mem_can_use_tool
 from memdir.testing import ScriptedModel
-from memdir.tools import ToolContext, ToolError, ToolOutput
+from memdir.tools import ToolContext, ToolError, ToolOutput, builtin_tools
 
 TOOL_DEFS = [
     {"name": "Read", "description": "read", "input_schema": {"type": "object"}},
@@ -288,3 +288,35 @@ def test_text_only_answer_ends_the_run() -> None:
     assert result.tool_calls == 0
     assert isinstance(result.messages[-1].content[0], TextBlock)
     assert not any(isinstance(b, ToolResultBlock) for m in result.messages for b in m.content)
+
+
+def test_malformed_tool_input_is_answered_not_raised(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    gate = auto_mem_can_use_tool(memory, cwd=tmp_path)
+    model = ScriptedModel(
+        [
+            calls(
+                ("1", "Write", {"file_path": str(memory / "a.md"), "content": 5}),
+                ("2", "Edit", {"file_path": str(memory / "a.md")}),
+                ("3", "Read", {"file_path": ["not", "a", "path"]}),
+                ("4", "Grep", {"pattern": "(unclosed"}),
+                ("5", "Glob", {}),
+            ),
+            calls(("6", "Write", {"file_path": str(memory / "a.md"), "content": "fixed\n"})),
+            "saved",
+        ]
+    )
+    result = asyncio.run(
+        run_forked_agent(
+            params(model), CONTEXT, PROMPT, tools=builtin_tools(tmp_path), can_use_tool=gate
+        )
+    )
+    errors = result.messages[2].tool_results
+    assert [r.is_error for r in errors] == [True] * 5
+    assert "'content' must be a string" in errors[0].text
+    assert "missing required parameter" in errors[1].text
+    assert result.turn_count == 3
+    assert result.written_paths == (memory / "a.md",)
+    assert (memory / "a.md").read_text() == "fixed\n"
+    model.assert_all_used()

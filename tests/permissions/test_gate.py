@@ -11,6 +11,8 @@ import pytest
 
 from memdir.permissions import CanUseTool, PermissionDecision, auto_mem_can_use_tool
 from memdir.telemetry import Event
+from tests.tools.test_readonly import ALLOWED as READ_ONLY_COMMANDS
+from tests.tools.test_readonly import DENIED as WRITING_COMMANDS
 
 ANTHROPIC_KEY = "sk-ant-api03-" + "Zq7" * 31 + "AA"
 
@@ -260,3 +262,33 @@ def test_edit_that_removes_a_secret_is_allowed(tree: Path) -> None:
 def test_ordinary_memory_is_allowed(tree: Path) -> None:
     content = "---\nname: Role\ndescription: d\ntype: user\n---\nData scientist; SHA 3f2a9c1e.\n"
     assert decide(tree, "Write", {"file_path": "memory/user_role.md", "content": content}).allowed
+
+
+# --- the shell tables, through the gate ------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", READ_ONLY_COMMANDS)
+def test_gate_allows_read_only_shell(tree: Path, command: str) -> None:
+    assert decide(tree, "Bash", {"command": command}).allowed
+
+
+@pytest.mark.parametrize("command", WRITING_COMMANDS)
+def test_gate_denies_shell_that_could_write(tree: Path, command: str) -> None:
+    events: list[Event] = []
+    decision = decide(tree, "Bash", {"command": command}, sink=events)
+    assert decision.reason == "not_read_only"
+    assert events[0].fields == {"tool_name": "Bash", "reason": "not_read_only"}
+
+
+def test_shell_tables_are_large_enough() -> None:
+    assert len(WRITING_COMMANDS) >= 80
+    for needed in (
+        "ls -la",
+        "cat MEMORY.md",
+        "grep -rn x .",
+        "find . -name '*.md'",
+        "head -30 user_role.md",
+        "wc -l user_role.md",
+        "git log --oneline -5",
+    ):
+        assert needed in READ_ONLY_COMMANDS
