@@ -95,6 +95,7 @@ async def run_forked_agent(
     can_use_tool: CanUseTool,
     max_turns: int | None = 5,
     context: ToolContext | None = None,
+    cache_point: int | None = None,
 ) -> ForkResult:
     """Run the agent loop on the parent's request plus ``prompt_messages``.
 
@@ -105,6 +106,9 @@ async def run_forked_agent(
     calls, or after ``max_turns`` requests (``None``: no cap) — the calls of that last
     answer still run, so a write in the final turn is kept. Model failures propagate
     (:class:`~memdir.errors.ModelError`); tool failures become error results.
+
+    ``cache_point`` marks one more message (by index in ``messages``) as the end of a
+    cached prefix; a fork that shares its parent's request needs none.
     """
     if max_turns is not None and max_turns < 1:
         raise ValueError(f"max_turns must be at least 1 or None, got {max_turns}")
@@ -118,7 +122,11 @@ async def run_forked_agent(
     hit_cap = False
     while True:
         request = ModelRequest(
-            system=params.system, tools=params.tools, messages=tuple(history), params=params.params
+            system=params.system,
+            tools=params.tools,
+            messages=tuple(history),
+            params=params.params,
+            cache_points=(cache_point,) if cache_point is not None else (),
         )
         response = await params.model.request(request)
         turns += 1

@@ -50,11 +50,22 @@ def _system_blocks(system: SystemPrompt) -> list[dict[str, Any]] | None:
     return blocks
 
 
-def _wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """The messages with exactly one cache breakpoint: the last block of the last message.
+def _mark(message: dict[str, Any]) -> None:
+    """Put a cache breakpoint on the last block of ``message``."""
+    if isinstance(message.get("content"), str):
+        message["content"] = [{"type": "text", "text": message["content"]}]
+    content = message.get("content")
+    if isinstance(content, list) and content and isinstance(content[-1], dict):
+        content[-1]["cache_control"] = dict(_EPHEMERAL)
+
+
+def _wire_messages(messages: Sequence[Message], points: Sequence[int] = ()) -> list[dict[str, Any]]:
+    """The messages with a cache breakpoint on the last block of the last message.
 
     Markers already in the messages are removed, so that a parent and a fork built from
     the same conversation send identical bytes for everything before the breakpoint.
+    ``points`` adds breakpoints at the end of those messages too (at most two are used:
+    Anthropic allows four in all, and the system prompt takes one).
     """
     wire = copy.deepcopy(messages_to_anthropic(messages))
     for message in wire:
@@ -64,12 +75,9 @@ def _wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 if isinstance(block, dict):
                     block.pop("cache_control", None)
     if wire:
-        last = wire[-1]
-        if isinstance(last.get("content"), str):
-            last["content"] = [{"type": "text", "text": last["content"]}]
-        content = last.get("content")
-        if isinstance(content, list) and content and isinstance(content[-1], dict):
-            content[-1]["cache_control"] = dict(_EPHEMERAL)
+        extra = sorted({p % len(wire) for p in points if -len(wire) <= p < len(wire)})
+        for index in [*extra[-2:], len(wire) - 1]:
+            _mark(wire[index])
     return wire
 
 
@@ -136,7 +144,7 @@ class AnthropicModel:
             kwargs["system"] = system
         if request.tools:
             kwargs["tools"] = [dict(t) for t in request.tools]
-        kwargs["messages"] = _wire_messages(request.messages)
+        kwargs["messages"] = _wire_messages(request.messages, request.cache_points)
         return kwargs
 
     async def request(self, request: ModelRequest) -> ModelResponse:

@@ -69,6 +69,13 @@ class ModelRequest:
     """The conversation so far."""
     params: Mapping[str, Any] = field(default_factory=dict)
     """Other request parameters, passed to the provider as they are."""
+    cache_points: tuple[int, ...] = ()
+    """Indices of messages whose last block should also end a cached prefix.
+
+    The last message always does; an extra point lets a request whose tail changes
+    between calls (a standalone memory run) still share everything before it. Providers
+    that cache by prefix on their own ignore it.
+    """
 
 
 @dataclass(frozen=True, kw_only=True)

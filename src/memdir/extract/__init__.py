@@ -1,0 +1,21 @@
+"""ExtractMemories: the background memory agent that runs after each turn.
+
+:class:`MemoryExtractor` is the whole state machine; :class:`TurnContext` is what a host
+reports at the end of each turn; :class:`MemorySaved` is the notice for the user.
+"""
+
+from memdir.extract._extractor import MemoryExtractor
+from memdir.extract._prompts import build_extract_auto_only_prompt, build_extract_combined_prompt
+from memdir.extract._standalone import STANDALONE_SYSTEM_PROMPT
+from memdir.extract._types import ExtractConfig, MemorySaved, Notify, TurnContext
+
+__all__ = [
+    "STANDALONE_SYSTEM_PROMPT",
+    "ExtractConfig",
+    "MemoryExtractor",
+    "MemorySaved",
+    "Notify",
+    "TurnContext",
+    "build_extract_auto_only_prompt",
+    "build_extract_combined_prompt",
+]

@@ -1,0 +1,352 @@
+"""``MemoryExtractor``: after each turn, a background memory agent saves what is worth keeping.
+
+Each instance owns all of its state — the cursor, the in-progress flag, the turn
+counter, the stashed turn and the runs in flight — so two extractors never share any.
+The order of decisions for one turn (normative, see DESIGN §4):
+
+1. ignored when disabled or for a subagent's turn;
+2. a run already in progress → stash this turn (the latest replaces any earlier stash),
+   ``extract.coalesced``, done; the stash runs right after, as the trailing run;
+3. the host agent wrote memory itself since the cursor → move the cursor to the end,
+   ``extract.skipped_direct_write``, no fork (the throttle counter is not touched);
+4. throttle: fewer than ``every_n_turns`` turns since the last run → ``extract.throttled``,
+   the cursor stays, so those messages are covered by the next run (a trailing run skips
+   this and resets the counter);
+5. scan the memory directory, build the prompt, run the fork;
+6. only a fork that returned normally moves the cursor, to the last message of the
+   snapshot the run started with; a failure leaves it for the next turn to retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Sequence
+
+from memdir.extract._prompts import build_extract_auto_only_prompt, build_extract_combined_prompt
+from memdir.extract._standalone import STANDALONE_SYSTEM_PROMPT, build_standalone_context
+from memdir.extract._types import ExtractConfig, MemorySaved, Notify, PendingTurn, TurnContext
+from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
+from memdir.messages import Message, model_visible
+from memdir.models import Model
+from memdir.permissions import auto_mem_can_use_tool
+from memdir.store import ENTRYPOINT_NAME, MemoryDir, format_manifest
+from memdir.telemetry import Sink, emit
+from memdir.tools import Tool, builtin_tools
+
+__all__ = ["MemoryExtractor"]
+
+_WRITE_TOOLS = ("Write", "Edit")
+
+
+class MemoryExtractor:
+    """Saves memories from a host agent's conversation, in the background, turn by turn.
+
+    Call :meth:`on_turn_end` when the host agent finishes a turn (a final answer, no
+    tool calls pending, no API error). It returns at once and never raises: from async
+    code the run is a task on the running loop, from sync code it goes to one background
+    thread with its own loop. Before the process exits, :meth:`drain` (or
+    :meth:`drain_sync`) waits for what is still running.
+    """
+
+    def __init__(
+        self,
+        memory_dir: MemoryDir | str | os.PathLike[str],
+        model: Model,
+        config: ExtractConfig | None = None,
+        sink: Sink | None = None,
+        *,
+        tools: Sequence[Tool] | None = None,
+    ) -> None:
+        self.memory_dir = memory_dir if isinstance(memory_dir, MemoryDir) else MemoryDir(memory_dir)
+        self.model = model
+        self.config = config or ExtractConfig()
+        self.sink = sink
+        self._extra_tools = tuple(tools or ())
+        self.cursor: str | None = None
+        """The uuid of the last message covered by a successful run (or a direct write)."""
+        self._lock = threading.Lock()
+        self._in_progress = False
+        self._turns_since_run = 0
+        self._stash: PendingTurn | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._futures: set[concurrent.futures.Future[None]] = set()
+        self._thread_loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- scheduling -----------------------------------------------------------------------
+
+    def on_turn_end(self, turn: TurnContext, notify: Notify | None = None) -> None:
+        """Report a finished turn. Returns at once; never raises."""
+        try:
+            if not self.config.enabled or turn.is_subagent:
+                return
+            pending = PendingTurn(turn=turn, length=len(turn.messages), notify=notify)
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+            if loop is not None and loop is not self._thread_loop:
+                task = loop.create_task(self._execute(pending))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            else:
+                future = asyncio.run_coroutine_threadsafe(
+                    self._execute(pending), self._background_loop()
+                )
+                with self._lock:
+                    self._futures.add(future)
+                future.add_done_callback(self._forget_future)
+        except Exception as exc:  # the host's turn must never fail because of memory
+            emit(self.sink, "extract.error", duration_ms=0, error_type=type(exc).__name__)
+
+    def _forget_future(self, future: concurrent.futures.Future[None]) -> None:
+        with self._lock:
+            self._futures.discard(future)
+
+    def _background_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._thread_loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="memdir-extractor", daemon=True
+                )
+                thread.start()
+                self._thread_loop = loop
+                self._thread = thread
+            return self._thread_loop
+
+    @property
+    def in_flight(self) -> int:
+        """Runs scheduled and not yet finished (a trailing run counts with its trigger)."""
+        with self._lock:
+            return len(self._tasks) + len(self._futures)
+
+    async def drain(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109 (the contract)
+        """Wait until nothing is in flight, or ``timeout`` seconds; never raises for a run."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                tasks = set(self._tasks)
+                futures = {asyncio.wrap_future(f) for f in self._futures}
+            waiting = tasks | futures
+            if not waiting:
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                for future in futures:
+                    future.cancel()  # only the wrapper; the run itself carries on
+                return
+            await asyncio.wait(waiting, timeout=left)
+
+    def drain_sync(self, timeout: float = 60.0) -> None:
+        """:meth:`drain` for synchronous hosts: block until done or ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                futures = set(self._futures)
+            if not futures:
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            concurrent.futures.wait(futures, timeout=left)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the background thread (after :meth:`drain_sync`, if runs should finish).
+
+        Runs still in flight there are abandoned. Safe to call more than once; a later
+        sync :meth:`on_turn_end` starts a new thread.
+        """
+        with self._lock:
+            loop, self._thread_loop = self._thread_loop, None
+            thread, self._thread = self._thread, None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout)
+        if not thread.is_alive():
+            loop.close()
+
+    # --- one turn ---------------------------------------------------------------------------
+
+    async def _execute(self, pending: PendingTurn) -> None:
+        started = time.monotonic()
+        try:
+            plan = self._decide(pending)
+            if plan is None:
+                return
+            messages, new_count = plan
+            try:
+                await self._run(pending, messages, new_count, started)
+            finally:
+                with self._lock:
+                    self._in_progress = False
+                    stash, self._stash = self._stash, None
+            if stash is not None:
+                stash.trailing = True
+                await self._execute(stash)
+        except Exception as exc:  # scheduling bugs too: never into the host
+            emit(
+                self.sink,
+                "extract.error",
+                duration_ms=_ms(started),
+                error_type=type(exc).__name__,
+            )
+
+    def _decide(self, pending: PendingTurn) -> tuple[tuple[Message, ...], int] | None:
+        """Steps 2 to 4 of the module docstring; claims the run when it should go ahead."""
+        messages = tuple(pending.turn.messages[: pending.length])
+        with self._lock:
+            if self._in_progress:
+                self._stash = pending
+                emit(self.sink, "extract.coalesced")
+                return None
+            start = self._start_after_cursor(messages)
+            new = messages[start:]
+            new_count = len(model_visible(new))
+            if self._wrote_memory(new, pending.turn.cwd):
+                if messages:
+                    self.cursor = messages[-1].uuid
+                emit(self.sink, "extract.skipped_direct_write", message_count=new_count)
+                return None
+            if not pending.trailing:
+                self._turns_since_run += 1
+                every = self.config.turns_between_runs()
+                if self._turns_since_run < every:
+                    emit(
+                        self.sink,
+                        "extract.throttled",
+                        turns_since_last=self._turns_since_run,
+                        every_n_turns=every,
+                    )
+                    return None
+            self._turns_since_run = 0
+            self._in_progress = True
+        return messages, new_count
+
+    def _start_after_cursor(self, messages: Sequence[Message]) -> int:
+        """The index after the cursor's message; 0 when there is none or it is gone."""
+        if self.cursor is None:
+            return 0
+        for index in range(len(messages) - 1, -1, -1):
+            if messages[index].uuid == self.cursor:
+                return index + 1
+        return 0  # compacted away: everything counts, and is scanned for direct writes
+
+    def _wrote_memory(self, messages: Sequence[Message], cwd: str | None) -> bool:
+        for message in messages:
+            if message.role != "assistant":
+                continue
+            for use in message.tool_uses:
+                path = use.input.get("file_path")
+                if use.name in _WRITE_TOOLS and self.memory_dir.is_memory_path(path, cwd=cwd):
+                    return True
+        return False
+
+    async def _run(
+        self, pending: PendingTurn, messages: tuple[Message, ...], new_count: int, started: float
+    ) -> None:
+        turn = pending.turn
+        try:
+            result = await self._fork(turn, messages, new_count)
+        except Exception as exc:
+            emit(
+                self.sink,
+                "extract.error",
+                duration_ms=_ms(started),
+                error_type=type(exc).__name__,
+            )
+            return
+        if messages:
+            with self._lock:
+                self.cursor = messages[-1].uuid
+        memories = [p for p in result.written_paths if p.name != ENTRYPOINT_NAME]
+        team = sum(1 for p in memories if self.memory_dir.is_team_path(p, cwd=turn.cwd))
+        usage = result.usage
+        emit(
+            self.sink,
+            "extract.run",
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_input_tokens=usage.cache_read_input_tokens,
+            cache_creation_input_tokens=usage.cache_creation_input_tokens,
+            message_count=new_count,
+            turn_count=result.turn_count,
+            files_written=len(result.written_paths),
+            memories_saved=len(memories),
+            team_memories_saved=team,
+            duration_ms=_ms(started),
+            cache_shared=turn.params is not None,
+            hit_max_turns=result.hit_max_turns,
+        )
+        if memories and pending.notify is not None:
+            with contextlib.suppress(Exception):  # the notice is a courtesy
+                pending.notify(MemorySaved(paths=tuple(memories), team_count=team))
+
+    async def _fork(
+        self, turn: TurnContext, messages: tuple[Message, ...], new_count: int
+    ) -> ForkResult:
+        md = self.memory_dir
+        headers = await asyncio.to_thread(md.scan)
+        manifest = format_manifest(headers)
+        if self.config.team:
+            prompt = build_extract_combined_prompt(
+                new_count,
+                manifest,
+                self.config.skip_index,
+                memory_dir=str(md.root),
+                team_dir=str(md.team_dir),
+            )
+        else:
+            prompt = build_extract_auto_only_prompt(
+                new_count, manifest, self.config.skip_index, memory_dir=str(md.root)
+            )
+        cwd = turn.cwd or os.getcwd()
+        gate = auto_mem_can_use_tool(
+            md,
+            cwd=cwd,
+            always_allow_tools=self.config.always_allow_tools,
+            allow_private_secrets=self.config.allow_private_secrets,
+            sink=self.sink,
+        )
+        tools = [*builtin_tools(cwd), *self._extra_tools]
+        await asyncio.to_thread(md.ensure)
+        prompt_messages = [Message.user(prompt)]
+        if turn.params is not None:
+            return await run_forked_agent(
+                turn.params,
+                messages,
+                prompt_messages,
+                tools=tools,
+                can_use_tool=gate,
+                max_turns=self.config.max_turns,
+            )
+        context = build_standalone_context(
+            messages,
+            cursor_index=self._start_after_cursor(messages),
+            budget_tokens=self.config.context_budget_tokens,
+            tool_result_chars=self.config.tool_result_chars,
+        )
+        params = CacheSafeParams(
+            model=self.model,
+            system=STANDALONE_SYSTEM_PROMPT,
+            tools=[tool.definition() for tool in tools],
+        )
+        return await run_forked_agent(
+            params,
+            context.messages,
+            prompt_messages,
+            tools=tools,
+            can_use_tool=gate,
+            max_turns=self.config.max_turns,
+            cache_point=len(context.messages) - 1 if context.messages else None,
+        )
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)

@@ -1,0 +1,324 @@
+"""The extraction prompt: the one user message that turns a fork into the memory agent.
+
+The fork already holds the whole conversation, so the prompt only says what to do with
+its newest part: which tools it may use and how to spend its few turns, what kinds of
+memory exist, what never to save, and the file format and index rules of the store.
+
+Two variants: *auto-only* (one private directory) and *combined* (a private and a team
+directory, with guidance on which scope each memory belongs to). Either may drop the
+``MEMORY.md`` step (``skip_index``) for setups that find memories without the index.
+
+The text depends on nothing but the arguments, so identical inputs give a byte-identical
+prompt and repeated runs keep a stable, cacheable prefix.
+"""
+
+from __future__ import annotations
+
+import os
+
+from memdir.errors import UsageError
+from memdir.store import MAX_ENTRYPOINT_LINES
+
+__all__ = ["build_extract_auto_only_prompt", "build_extract_combined_prompt"]
+
+# ~150 characters: the index line length Claude Code asks its memory agent to stay under.
+_INDEX_LINE_CHARS = 150
+
+_OPENER = """\
+# Memory update
+
+You are now the memory agent for this conversation. Look at the last ~{count} above and \
+decide whether anything there is worth remembering in future conversations; earlier \
+messages were already handled by a previous run. Often nothing is."""
+
+_TOOLS = """\
+## Tools
+
+- `Read`, `Grep` and `Glob` may be used on any path.
+- `Bash` is for read-only commands only: no output redirection, no `rm`, nothing that \
+creates, moves or changes a file.
+- `Write` and `Edit` only work on files inside {where}.
+- Any other tool call is refused.
+
+Always use absolute paths."""
+
+_TURNS = """\
+## Two turns: read, then write
+
+`Edit`, and `Write` over a file that already exists, only work on a file you have `Read` \
+earlier in this run. So plan the run in two turns:
+
+1. First turn: issue every `Read` you will need at once, as parallel calls: {reads}.
+2. Second turn: issue every `Write` and `Edit` at once, as parallel calls.
+
+Do not alternate read, write, read over several turns. Most runs need exactly these two \
+turns. When nothing is worth saving, call no tools at all and simply answer that there is \
+nothing to save.
+
+Work from the conversation alone. Do not investigate or verify anything: no grepping the \
+codebase, no reading project files, no git commands, no checking whether what was said is \
+true. Your tools are for the memory files, not for research."""
+
+_MANIFEST = """\
+## Existing memory files
+
+These memory files exist already:
+
+{manifest}
+
+Check this list before you write: update an existing file instead of writing a duplicate, \
+and change or remove a memory the conversation shows is wrong."""
+
+_REQUESTS = """\
+## When the user asks directly
+
+- Asked to remember something: save it in this run, as the type that fits it best.
+- Asked to forget something: find the memory that holds it and take it out. There is no \
+`rm`, so `Edit` the passage away, or rewrite the whole file without it (with nothing left, \
+rewrite it empty){unindex}."""
+
+_TYPES_INTRO = """\
+## The four types of memory
+
+Save only what a future conversation could not learn from the project as it stands. Every \
+memory has exactly one type."""
+
+_TYPE_USER = """\
+### user
+
+Who the person is: their role, goals and responsibilities, what they know well and where \
+they are new, how they like to work and to be answered. The point is that later answers \
+fit them, for instance by explaining an unfamiliar tool in terms of one they already know. \
+Record facts, not judgements about the person, and leave out personal details that have \
+no bearing on the work."""
+
+_TYPE_FEEDBACK = """\
+### feedback
+
+How they want the work done. Save corrections (they told you to stop doing something, or \
+to do it differently) and also confirmations: they approved an approach that was not the \
+obvious one, or accepted an unusual choice without objection. If only mistakes get \
+recorded, you drift towards needless caution.
+
+Body: the rule itself, then a `**Why:**` line (the reason they gave, or that the situation \
+made plain) and a `**How to apply:**` line (when and where the rule holds)."""
+
+_TYPE_PROJECT = """\
+### project
+
+What is happening around the work that neither the code nor the git history records: \
+ongoing efforts, goals, decisions and the reasons for them, deadlines, incidents. Capture \
+who is doing what, why, and by when. Never leave a date relative: "next Thursday" \
+becomes a calendar date (YYYY-MM-DD), worked out from the current date.
+
+Body: the fact or decision, then a `**Why:**` line and a `**How to apply:**` line. These \
+memories go stale fast; update or remove them when the conversation shows that things \
+have moved on."""
+
+_TYPE_REFERENCE = """\
+### reference
+
+Where things live outside the project: a dashboard, an issue tracker or board, a chat \
+channel, a design document or runbook. Give the link (or the exact name) and say when it \
+is worth looking there."""
+
+_SCOPES = (
+    "Scope: always private.",
+    "Scope: private, unless it is clearly a convention for the whole team (how the project "
+    "is tested or released, say). Private feedback must not contradict team feedback: if it "
+    "would, leave it out, or state in the memory that this person overrides the team rule.",
+    "Scope: lean towards team; keep it private only when it concerns this person alone.",
+    "Scope: usually team.",
+)
+
+_TEAM_SECRETS = """\
+### Secrets
+
+**Never** put a secret (an API key, token, password or any other credential) in team \
+memory: everyone on the project reads it. Keep secrets out of private memory too."""
+
+_NOT_TO_SAVE = """\
+## What not to save
+
+Leave these out, even when the user asks you to save them:
+
+- Code patterns, conventions, architecture, file paths and project structure: the code \
+itself shows them.
+- Git history: what changed, when, and who changed it. Git already has it.
+- Debugging recipes and fixes: the fix lives in the code, its story in the commit message.
+- Anything the project's instruction files (CLAUDE.md, AGENTS.md and the like) already say.
+- The state of the task in hand: work in progress, temporary notes, context that only \
+matters in this conversation.
+- Secrets of any kind: API keys, tokens, passwords, credentials.
+- Information about other people that the work does not need.
+
+If the user asks you to save something of this kind (say, a summary of what was merged \
+this week), do not store it as it is: keep only what was surprising or non-obvious about \
+it, if anything."""
+
+_FILE_FORMAT = """\
+## How to save
+
+Each memory gets its own Markdown file {where}, with a short, descriptive snake_case name \
+such as `user_role.md` or `feedback_testing.md`. The file starts with frontmatter in \
+exactly this form:
+
+```markdown
+---
+name: <short title>
+description: <one line: what this memory is; later runs use it to decide relevance, so be \
+specific>
+type: <user|feedback|project|reference>
+---
+
+<body>
+```
+
+When you change a memory, keep its `name`, `description` and `type` true to the new body."""
+
+_INDEX = """\
+Then add a pointer to the file in {index}: one line, under ~{line_chars} characters, in \
+the form `- [Title](file.md) — one-line hook`.
+
+`MEMORY.md` is only an index: it has no frontmatter and never holds the content of a \
+memory. {loaded} and cut off after {max_lines} lines, so keep {each} short and organised \
+by topic, not by date. A missing index is created with `Write`."""
+
+_NO_INDEX = """\
+Write the memory file and nothing more: memories are found without an index here, so do \
+not create, read or change `MEMORY.md`."""
+
+_FINISH = """\
+## Finish
+
+End your reply with one line that sums up what you saved or changed (for example \
+`Saved feedback_testing.md; updated user_role.md.`), or says that there was nothing to \
+save."""
+
+
+def build_extract_auto_only_prompt(
+    new_message_count: int,
+    manifest: str,
+    skip_index: bool = False,
+    *,
+    memory_dir: str | None = None,
+) -> str:
+    """The extraction prompt for a single, private memory directory.
+
+    ``new_message_count`` is the "~N" most recent messages the agent should look at;
+    ``manifest`` lists the existing memory files (see :func:`memdir.store.format_manifest`)
+    and is left out, heading and all, when it is empty. ``skip_index`` drops every
+    ``MEMORY.md`` step and tells the agent to leave that file alone. ``memory_dir``, when
+    given, is named as the directory to write in.
+
+    Raises :class:`~memdir.errors.UsageError` for a negative ``new_message_count``.
+    """
+    opener = _opener(new_message_count)
+    if memory_dir is not None:
+        opener += f"\n\nThe memory directory is `{memory_dir}`."
+    reads = "every memory file you may update"
+    if not skip_index:
+        reads = "`MEMORY.md` and " + reads
+    index = _NO_INDEX
+    if not skip_index:
+        index = _INDEX.format(
+            index="`MEMORY.md` in the same directory",
+            line_chars=_INDEX_LINE_CHARS,
+            loaded="It is loaded into every conversation",
+            each="it",
+            max_lines=MAX_ENTRYPOINT_LINES,
+        )
+    unindex = "" if skip_index else ", and remove its line from `MEMORY.md`"
+    return _join(
+        opener,
+        _TOOLS.format(where="the memory directory"),
+        _TURNS.format(reads=reads),
+        _manifest_section(manifest),
+        _REQUESTS.format(unindex=unindex),
+        _TYPES_INTRO,
+        _TYPE_USER,
+        _TYPE_FEEDBACK,
+        _TYPE_PROJECT,
+        _TYPE_REFERENCE,
+        _NOT_TO_SAVE,
+        _FILE_FORMAT.format(where="in the memory directory"),
+        index,
+        _FINISH,
+    )
+
+
+def build_extract_combined_prompt(
+    new_message_count: int,
+    manifest: str,
+    skip_index: bool = False,
+    *,
+    memory_dir: str | None = None,
+    team_dir: str | None = None,
+) -> str:
+    """The extraction prompt for a private directory with a shared team directory beside it.
+
+    Arguments as for :func:`build_extract_auto_only_prompt`. ``memory_dir`` is the private
+    directory; ``team_dir`` the team one, by default ``team`` inside ``memory_dir``. The
+    prompt adds, for each type of memory, whether it belongs in private or team memory,
+    and forbids secrets in team memory. Each directory keeps its own ``MEMORY.md``.
+
+    Raises :class:`~memdir.errors.UsageError` for a negative ``new_message_count``.
+    """
+    if team_dir is None and memory_dir is not None:
+        team_dir = os.path.join(memory_dir, "team")
+    reads = "every memory file you may update"
+    if not skip_index:
+        reads = "the `MEMORY.md` of each directory you will write to, and " + reads
+    index = _NO_INDEX
+    if not skip_index:
+        index = _INDEX.format(
+            index="the `MEMORY.md` of the same directory (each directory has its own)",
+            line_chars=_INDEX_LINE_CHARS,
+            loaded="Both indexes are loaded into every conversation",
+            each="each one",
+            max_lines=MAX_ENTRYPOINT_LINES,
+        )
+    unindex = "" if skip_index else ", and remove its line from that directory's `MEMORY.md`"
+    types = (_TYPE_USER, _TYPE_FEEDBACK, _TYPE_PROJECT, _TYPE_REFERENCE)
+    return _join(
+        _opener(new_message_count) + "\n\n" + _combined_location(memory_dir, team_dir),
+        _TOOLS.format(where="the two memory directories"),
+        _TURNS.format(reads=reads),
+        _manifest_section(manifest),
+        _REQUESTS.format(unindex=unindex),
+        _TYPES_INTRO,
+        *(f"{text}\n\n{scope}" for text, scope in zip(types, _SCOPES, strict=True)),
+        _TEAM_SECRETS,
+        _NOT_TO_SAVE,
+        _FILE_FORMAT.format(where="in the directory its scope calls for"),
+        index,
+        _FINISH,
+    )
+
+
+def _opener(new_message_count: int) -> str:
+    if new_message_count < 0:
+        raise UsageError(f"new_message_count must not be negative, got {new_message_count}")
+    noun = "message" if new_message_count == 1 else "messages"
+    return _OPENER.format(count=f"{new_message_count} {noun}")
+
+
+def _combined_location(memory_dir: str | None, team_dir: str | None) -> str:
+    private = f": `{memory_dir}`" if memory_dir is not None else ""
+    # Without either path, still say where the team directory sits by default.
+    team = f": `{team_dir}`" if team_dir is not None else " (`team` inside the private one)"
+    return (
+        "There are two memory directories:\n\n"
+        f"- Private, for this user alone{private}.\n"
+        f"- Team, shared with everyone who works on this project{team}."
+    )
+
+
+def _manifest_section(manifest: str) -> str:
+    if not manifest.strip():
+        return ""
+    return _MANIFEST.format(manifest=manifest.rstrip("\n"))
+
+
+def _join(*sections: str) -> str:
+    return "\n\n".join(section for section in sections if section)

@@ -1,0 +1,103 @@
+"""The extractor's configuration, what it is told at each turn, and what it tells back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from memdir.fork import CacheSafeParams
+from memdir.messages import Message
+
+__all__ = ["ExtractConfig", "MemorySaved", "Notify", "TurnContext"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExtractConfig:
+    """How the extractor behaves. Every field has a sensible default."""
+
+    every_n_turns: int | Callable[[], int] = 1
+    """Run after every Nth eligible turn. A callable is read at every turn (like a remote
+    flag, it may change while the agent runs); skipped turns are covered by the next run."""
+    max_turns: int = 5
+    """Model requests one run may make (good runs need two: read, then write)."""
+    team: bool = False
+    """Also save shared team memory in ``team/`` (private and team scopes)."""
+    skip_index: bool = False
+    """Write memory files only, without maintaining ``MEMORY.md``."""
+    enabled: bool = True
+    """When False, turns are ignored."""
+    always_allow_tools: frozenset[str] = frozenset()
+    """Tools the gate lets through unchecked (for a wrapper that checks its own calls)."""
+    allow_private_secrets: bool = False
+    """Let a credential be written to private memory (never to team memory)."""
+    context_budget_tokens: int = 100_000
+    """Standalone runs only: the most conversation (estimated tokens) sent per run."""
+    tool_result_chars: int = 2_000
+    """Standalone runs only: tool results longer than this are cut to their head."""
+
+    def turns_between_runs(self) -> int:
+        """The current value of :attr:`every_n_turns`, at least 1."""
+        value = self.every_n_turns() if callable(self.every_n_turns) else self.every_n_turns
+        return max(1, int(value))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnContext:
+    """One completed turn of the host agent.
+
+    The extractor reads ``messages`` after :meth:`MemoryExtractor.on_turn_end` has
+    returned (that call never copies them, so it costs the same for any length): pass a
+    tuple, or a list that is only ever appended to. The messages as of the call — its
+    length then — are what the run sees.
+    """
+
+    messages: Sequence[Message]
+    """The whole conversation at the end of the turn, the final answer included."""
+    params: CacheSafeParams | None = None
+    """The host's request (model, system, tools, parameters). With it, the memory agent
+    runs inside the host's prompt cache; without it, memdir sends a request of its own."""
+    is_subagent: bool = False
+    """A subagent's turn: ignored, only the main agent's conversation is remembered."""
+    cwd: str | None = None
+    """The host's working directory, for relative paths; default: the process's."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemorySaved:
+    """A notice for the user (not the model): memories were saved or improved."""
+
+    paths: tuple[Path, ...]
+    """The memory files written (``MEMORY.md`` left out)."""
+    team_count: int = 0
+    """How many of them are team memories."""
+    verb: Literal["Saved", "Improved"] = "Saved"
+    """``Saved`` after extraction, ``Improved`` after consolidation."""
+
+    def __str__(self) -> str:
+        count = len(self.paths)
+        private = count - self.team_count
+        parts = [f"{self.verb} {private} memor{'y' if private == 1 else 'ies'}"]
+        if self.team_count:
+            parts.append(f"{self.team_count} team memor{'y' if self.team_count == 1 else 'ies'}")
+        return " · ".join(parts) + "".join(f"\n  {p}" for p in self.paths)
+
+
+Notify = Callable[[MemorySaved], object]
+"""Receives :class:`MemorySaved` notices."""
+
+
+def snapshot(turn: TurnContext, length: int) -> tuple[Message, ...]:
+    """The turn's messages as they were when the turn was reported."""
+    return tuple(turn.messages[:length])
+
+
+@dataclass
+class PendingTurn:
+    """A turn waiting to be processed, with the message count it was reported with."""
+
+    turn: TurnContext
+    length: int
+    notify: Notify | None = None
+    trailing: bool = False

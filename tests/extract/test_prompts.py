@@ -1,0 +1,412 @@
+"""The extraction prompt: what the memory agent is told, in both variants."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from memdir.errors import UsageError
+from memdir.extract._prompts import build_extract_auto_only_prompt, build_extract_combined_prompt
+from memdir.store import ENTRYPOINT_NAME, MAX_ENTRYPOINT_LINES, parse_memory_file
+
+Build = Callable[..., str]
+
+MANIFEST = (
+    "- [user] user_role.md (2026-03-05T14:03:22.000Z): data engineer, new to the frontend\n"
+    "- [feedback] feedback_testing.md (2026-03-04T09:00:00.000Z): run the whole suite first"
+)
+MEMORY_DIR = "/home/ada/.claude/projects/-src-app/memory"
+
+
+@dataclass(frozen=True)
+class Builder:
+    build: Build
+    combined: bool
+
+
+BUILDERS = [
+    pytest.param(Builder(build_extract_auto_only_prompt, combined=False), id="auto_only"),
+    pytest.param(Builder(build_extract_combined_prompt, combined=True), id="combined"),
+]
+
+
+def section(prompt: str, heading: str) -> str:
+    """The text from ``heading`` up to the next heading of the same or a higher level."""
+    start = prompt.index(heading)
+    level = heading.split(" ", 1)[0]
+    pattern = re.compile(rf"^#{{1,{len(level)}}} ", re.MULTILINE)
+    following = pattern.search(prompt, start + len(heading))
+    return prompt[start : following.start() if following else len(prompt)]
+
+
+# 1. The role, the ~N newest messages, the directories.
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_role_and_message_count(builder: Builder) -> None:
+    prompt = builder.build(7, MANIFEST)
+    assert prompt.startswith("# Memory update\n")
+    assert "You are now the memory agent for this conversation." in prompt
+    assert "the last ~7 messages above" in prompt
+    assert "already handled by a previous run" in prompt
+    assert "worth remembering in future conversations" in prompt
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.parametrize(
+    ("count", "words"), [(1, "~1 message "), (0, "~0 messages "), (2, "~2 messages ")]
+)
+def test_message_count_is_pluralised(builder: Builder, count: int, words: str) -> None:
+    prompt = builder.build(count, "")
+    assert words in prompt
+    if count == 1:
+        assert "1 messages" not in prompt
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_negative_count_is_refused(builder: Builder) -> None:
+    with pytest.raises(UsageError, match="negative"):
+        builder.build(-1, "")
+
+
+def test_auto_only_names_the_directory_when_given() -> None:
+    assert f"The memory directory is `{MEMORY_DIR}`." in build_extract_auto_only_prompt(
+        3, "", memory_dir=MEMORY_DIR
+    )
+    assert "The memory directory is" not in build_extract_auto_only_prompt(3, "")
+
+
+def test_combined_names_both_directories_team_defaulting_inside_private() -> None:
+    prompt = build_extract_combined_prompt(3, "", memory_dir=MEMORY_DIR)
+    assert f"- Private, for this user alone: `{MEMORY_DIR}`." in prompt
+    team = os.path.join(MEMORY_DIR, "team")
+    assert f"- Team, shared with everyone who works on this project: `{team}`." in prompt
+
+
+def test_combined_takes_an_explicit_team_dir() -> None:
+    prompt = build_extract_combined_prompt(3, "", memory_dir=MEMORY_DIR, team_dir="/srv/team-mem")
+    assert "`/srv/team-mem`" in prompt
+    assert f"`{os.path.join(MEMORY_DIR, 'team')}`" not in prompt
+
+
+def test_combined_without_paths_still_describes_both_directories() -> None:
+    prompt = build_extract_combined_prompt(3, "")
+    assert "There are two memory directories:" in prompt
+    assert "- Private, for this user alone." in prompt
+    assert "(`team` inside the private one)" in prompt
+    assert "`/" not in prompt
+
+
+def test_team_appears_only_in_combined() -> None:
+    for skip_index in (False, True):
+        auto = build_extract_auto_only_prompt(3, MANIFEST, skip_index, memory_dir=MEMORY_DIR)
+        assert "team" not in auto.lower()
+        assert "Scope:" not in auto
+        combined = build_extract_combined_prompt(3, MANIFEST, skip_index, memory_dir=MEMORY_DIR)
+        assert "team memory" in combined
+
+
+# 2. Tools and their limits.
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_tools_and_their_limits(builder: Builder) -> None:
+    tools = section(builder.build(3, ""), "## Tools")
+    assert "- `Read`, `Grep` and `Glob` may be used on any path." in tools
+    bash = next(line for line in tools.splitlines() if "`Bash`" in line)
+    assert "read-only commands only" in bash
+    assert "no output redirection" in bash
+    assert "no `rm`" in bash
+    assert "nothing that creates, moves or changes a file" in bash
+    where = "the two memory directories" if builder.combined else "the memory directory"
+    assert f"- `Write` and `Edit` only work on files inside {where}." in tools
+    assert "- Any other tool call is refused." in tools
+    assert "Always use absolute paths." in tools
+
+
+# 3. Two turns; 4. no investigating.
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_two_turn_strategy(builder: Builder) -> None:
+    turns = section(builder.build(3, ""), "## Two turns: read, then write")
+    assert "`Edit`, and `Write` over a file that already exists, only work on a file" in turns
+    assert "you have `Read` earlier in this run" in turns
+    first = turns.index("1. First turn: issue every `Read` you will need at once, as parallel")
+    second = turns.index("2. Second turn: issue every `Write` and `Edit` at once, as parallel")
+    assert first < second
+    assert "Do not alternate read, write, read over several turns." in turns
+    assert "Most runs need exactly these two turns." in turns
+    assert "call no tools at all and simply answer that there is nothing to save" in turns
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.parametrize("skip_index", [False, True])
+def test_first_turn_reads_the_index_unless_skipped(builder: Builder, skip_index: bool) -> None:
+    turns = section(builder.build(3, "", skip_index), "## Two turns: read, then write")
+    first_turn = next(line for line in turns.splitlines() if line.startswith("1. First turn"))
+    assert "every memory file you may update" in first_turn
+    assert (ENTRYPOINT_NAME in first_turn) is not skip_index
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_no_investigating_or_verifying(builder: Builder) -> None:
+    prompt = builder.build(3, "")
+    assert "Work from the conversation alone." in prompt
+    assert "Do not investigate or verify anything" in prompt
+    for banned in ("no grepping the codebase", "no reading project files", "no git commands"):
+        assert banned in prompt
+    assert "no checking whether what was said is true" in prompt
+
+
+# 5. The manifest of existing files.
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_manifest_section_holds_the_manifest_verbatim(builder: Builder) -> None:
+    prompt = builder.build(3, MANIFEST)
+    existing = section(prompt, "## Existing memory files")
+    assert f"\n\n{MANIFEST}\n\n" in existing
+    assert "update an existing file instead of writing a duplicate" in existing
+    assert "change or remove a memory the conversation shows is wrong" in existing
+    # After the working rules, before the guidance on what to save.
+    assert prompt.index("## Two turns") < prompt.index("## Existing memory files")
+    assert prompt.index("## Existing memory files") < prompt.index("## The four types")
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.parametrize("manifest", ["", "\n", "  \n"])
+def test_empty_manifest_leaves_the_section_out(builder: Builder, manifest: str) -> None:
+    prompt = builder.build(3, manifest)
+    assert "Existing memory files" not in prompt
+    assert "instead of writing a duplicate" not in prompt
+    assert "\n\n\n" not in prompt
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_manifest_with_braces_and_trailing_newline_is_kept_as_is(builder: Builder) -> None:
+    manifest = "- [project] q3_{launch}.md (2026-01-01T00:00:00.000Z): {placeholder} text\n"
+    assert manifest in builder.build(3, manifest)
+
+
+# 6. Explicit requests.
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.parametrize("skip_index", [False, True])
+def test_remember_and_forget_requests(builder: Builder, skip_index: bool) -> None:
+    requests = section(builder.build(3, "", skip_index), "## When the user asks directly")
+    remember = next(line for line in requests.splitlines() if "remember" in line)
+    assert "save it in this run, as the type that fits it best" in remember
+    forget = next(line for line in requests.splitlines() if "forget" in line)
+    assert "find the memory that holds it and take it out" in forget
+    assert "There is no `rm`" in forget
+    assert "`Edit` the passage away, or rewrite the whole file without it" in forget
+    assert ("remove its line from" in forget) is not skip_index
+
+
+# 7. The four types.
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_four_types_in_order(builder: Builder) -> None:
+    prompt = builder.build(3, "")
+    headings = [f"### {name}\n" for name in ("user", "feedback", "project", "reference")]
+    positions = [prompt.index(heading) for heading in headings]
+    assert positions == sorted(positions)
+    assert "## The four types of memory" in prompt
+    assert "could not learn from the project as it stands" in prompt
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_type_guidance(builder: Builder) -> None:
+    prompt = builder.build(3, "")
+    user = section(prompt, "### user")
+    assert "role, goals and responsibilities" in user
+    assert "not judgements about the person" in user
+    assert "personal details that have no bearing on the work" in user
+
+    feedback = section(prompt, "### feedback")
+    assert "Save corrections" in feedback
+    assert "also confirmations" in feedback
+    assert "not the obvious one" in feedback
+    assert "Body: the rule itself, then a `**Why:**` line" in feedback
+    assert "a `**How to apply:**` line" in feedback
+
+    project = section(prompt, "### project")
+    assert "neither the code nor the git history records" in project
+    assert "who is doing what, why, and by when" in project
+    assert "Never leave a date relative" in project
+    assert '"next Thursday" becomes a calendar date (YYYY-MM-DD)' in project
+    assert "`**Why:**`" in project
+    assert "`**How to apply:**`" in project
+    assert "go stale fast" in project
+
+    reference = section(prompt, "### reference")
+    assert "outside the project" in reference
+    for where in ("dashboard", "issue tracker", "chat channel"):
+        assert where in reference
+    assert "Give the link" in reference
+
+
+def test_combined_gives_each_type_a_scope() -> None:
+    prompt = build_extract_combined_prompt(3, "")
+    assert "Scope: always private." in section(prompt, "### user")
+    feedback = section(prompt, "### feedback")
+    assert "Scope: private, unless it is clearly a convention for the whole team" in feedback
+    assert "Private feedback must not contradict team feedback" in feedback
+    assert "Scope: lean towards team" in section(prompt, "### project")
+    assert "Scope: usually team." in section(prompt, "### reference")
+
+
+@pytest.mark.parametrize("skip_index", [False, True])
+def test_combined_never_puts_a_secret_in_team_memory(skip_index: bool) -> None:
+    prompt = build_extract_combined_prompt(3, "", skip_index)
+    assert "**Never** put a secret" in section(prompt, "### Secrets")
+    line = next(line for line in prompt.splitlines() if line.startswith("**Never** put a secret"))
+    assert "in team memory" in line
+    for kind in ("API key", "token", "password", "credential"):
+        assert kind in line
+    assert "Keep secrets out of private memory too." in line
+
+
+# 8. What not to save.
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_what_not_to_save(builder: Builder) -> None:
+    excluded = section(builder.build(3, ""), "## What not to save")
+    assert "Leave these out, even when the user asks you to save them:" in excluded
+    bullets = [line for line in excluded.splitlines() if line.startswith("- ")]
+    expected = (
+        "- Code patterns, conventions, architecture, file paths and project structure",
+        "- Git history",
+        "- Debugging recipes and fixes",
+        "- Anything the project's instruction files (CLAUDE.md, AGENTS.md",
+        "- The state of the task in hand",
+        "- Secrets of any kind: API keys, tokens, passwords, credentials.",
+        "- Information about other people that the work does not need.",
+    )
+    assert len(bullets) == len(expected)
+    for bullet, start in zip(bullets, expected, strict=True):
+        assert bullet.startswith(start)
+    assert "keep only what was surprising or non-obvious about it" in excluded
+
+
+# 9. How to save: the file format and the index.
+
+
+def frontmatter_example(prompt: str) -> str:
+    match = re.search(r"```markdown\n(.*?)```", prompt, re.DOTALL)
+    assert match is not None
+    return match.group(1)
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.parametrize("skip_index", [False, True])
+def test_file_format_is_always_given(builder: Builder, skip_index: bool) -> None:
+    prompt = builder.build(3, "", skip_index)
+    how = section(prompt, "## How to save")
+    assert "Each memory gets its own Markdown file" in how
+    assert "`user_role.md` or `feedback_testing.md`" in how
+    assert "snake_case" in how
+    example = frontmatter_example(how)
+    assert example.startswith("---\nname: <short title>\ndescription: <one line: ")
+    assert "\ntype: <user|feedback|project|reference>\n---\n\n<body>\n" in example
+    parsed = parse_memory_file(example)
+    assert list(parsed.frontmatter) == ["name", "description", "type"]
+    assert parsed.body == "<body>\n"
+    assert "keep its `name`, `description` and `type` true to the new body" in how
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_index_instructions(builder: Builder) -> None:
+    how = section(builder.build(3, ""), "## How to save")
+    assert "one line, under ~150 characters" in how
+    assert "in the form `- [Title](file.md) — one-line hook`" in how
+    assert f"`{ENTRYPOINT_NAME}` is only an index: it has no frontmatter" in how
+    assert "never holds the content of a memory" in how
+    assert f"loaded into every conversation and cut off after {MAX_ENTRYPOINT_LINES} lines" in how
+    assert "organised by topic, not by date" in how
+    if builder.combined:
+        assert "(each directory has its own)" in how
+        assert "Both indexes are loaded" in how
+    else:
+        assert f"`{ENTRYPOINT_NAME}` in the same directory" in how
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_skip_index_drops_every_index_step(builder: Builder) -> None:
+    prompt = builder.build(3, MANIFEST, True, memory_dir=MEMORY_DIR)
+    mentions = [line for line in prompt.splitlines() if ENTRYPOINT_NAME in line]
+    assert mentions == [
+        "Write the memory file and nothing more: memories are found without an index here, "
+        f"so do not create, read or change `{ENTRYPOINT_NAME}`."
+    ]
+    for gone in ("150", f"{MAX_ENTRYPOINT_LINES} lines", "[Title](file.md)", "pointer"):
+        assert gone not in prompt
+    assert "## How to save" in prompt
+    assert "---\nname: <short title>" in prompt
+
+
+# 10. The closing summary.
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_finishes_with_a_one_line_summary(builder: Builder) -> None:
+    prompt = builder.build(3, "")
+    finish = section(prompt, "## Finish")
+    assert prompt.endswith(finish)
+    assert "End your reply with one line that sums up what you saved or changed" in finish
+    assert "or says that there was nothing to save" in finish
+
+
+# Shape: stable, compact, well-formed.
+
+GRID = list(
+    itertools.product(
+        [0, 1, 12],
+        ["", MANIFEST],
+        [False, True],
+        [None, MEMORY_DIR],
+    )
+)
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_identical_inputs_give_identical_prompts(builder: Builder) -> None:
+    for count, manifest, skip_index, memory_dir in GRID:
+        first = builder.build(count, manifest, skip_index, memory_dir=memory_dir)
+        second = builder.build(count, manifest, skip_index, memory_dir=memory_dir)
+        assert first == second
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_shape(builder: Builder) -> None:
+    for count, manifest, skip_index, memory_dir in GRID:
+        prompt = builder.build(count, manifest, skip_index, memory_dir=memory_dir)
+        assert max(len(line) for line in prompt.splitlines()) <= 400
+        assert not prompt.endswith("\n")
+        assert "\n\n\n" not in prompt
+        assert all(line == line.rstrip() for line in prompt.splitlines())
+        # Nothing that changes between runs: no dates except those in the manifest.
+        without_manifest = prompt.replace(manifest, "") if manifest else prompt
+        assert re.search(r"\d{4}-\d{2}-\d{2}", without_manifest) is None
+        assert "{" not in without_manifest
+
+
+@pytest.mark.parametrize(
+    ("builder", "low", "high"),
+    [
+        pytest.param(build_extract_auto_only_prompt, 700, 1300, id="auto_only"),
+        pytest.param(build_extract_combined_prompt, 800, 1500, id="combined"),
+    ],
+)
+def test_length_stays_compact(builder: Build, low: int, high: int) -> None:
+    words = len(builder(3, MANIFEST, memory_dir=MEMORY_DIR).split())
+    assert low <= words <= high
