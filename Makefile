@@ -8,12 +8,12 @@ install:
 	$(PY) -m pip install -q -e '.[dev]'
 
 lint:
-	$(PY) -m ruff check src tests
-	$(PY) -m ruff format --check src tests
+	$(PY) -m ruff check src tests examples
+	$(PY) -m ruff format --check src tests examples
 
 format:
-	$(PY) -m ruff format src tests
-	$(PY) -m ruff check --fix src tests
+	$(PY) -m ruff format src tests examples
+	$(PY) -m ruff check --fix src tests examples
 
 typecheck:
 	$(PY) -m mypy

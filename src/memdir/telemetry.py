@@ -208,7 +208,7 @@ class JsonlSink:
                 if self._fd is None:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
                     self._fd = os.open(self.path, _APPEND_FLAGS, 0o666)
-                written = os.write(self._fd, line[:700]) + os.write(self._fd, line[700:])
+                written = os.write(self._fd, line)
                 if written != len(line):
                     raise OSError(f"short write: {written} of {len(line)} bytes")
             except OSError as exc:

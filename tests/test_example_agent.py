@@ -1,0 +1,141 @@
+"""The example agent, end to end against FakeAnthropicServer through the official SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from anthropic import AsyncAnthropic
+
+from memdir.messages import Message, ToolUseBlock
+from memdir.store import parse_memory_file
+from memdir.testing import FakeAnthropicServer
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "anthropic_agent.py"
+
+
+def load_example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("anthropic_agent_example", EXAMPLE)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def last_text(body: dict[str, Any]) -> str:
+    content = body["messages"][-1]["content"]
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+
+
+def write(call_id: str, path: Path, content: str) -> ToolUseBlock:
+    return ToolUseBlock(
+        id=call_id, name="Write", input={"file_path": str(path), "content": content}
+    )
+
+
+def scripted(memory: Path) -> Any:
+    """Answers as the host agent, and as its memory agent when memdir's prompt is last."""
+    role_file = memory / "user_role.md"
+    feedback_file = memory / "feedback_polars.md"
+
+    def handler(body: dict[str, Any]) -> Message | str:
+        text = last_text(body)
+        last = body["messages"][-1]["content"]
+        is_results = isinstance(last, list) and last and last[0].get("type") == "tool_result"
+        if str(memory) in text and not is_results:  # memdir's prompt: save two memories
+            role = (
+                "---\nname: User role\ndescription: Ana leads the data platform team\n"
+                "type: user\n---\n\nAna leads the data platform team.\n"
+            )
+            feedback = (
+                "---\nname: Polars only\ndescription: use polars, never pandas\n"
+                "type: feedback\n---\n\n"
+                "Use polars for dataframes.\n\n**Why:** the team standardised on it.\n\n"
+                "**How to apply:** never suggest pandas.\n"
+            )
+            index = (
+                "- [User role](user_role.md) — Ana leads the data platform team\n"
+                "- [Polars only](feedback_polars.md) — never pandas\n"
+            )
+            uses = (
+                ToolUseBlock(
+                    id="w1", name="Write", input={"file_path": str(role_file), "content": role}
+                ),
+                ToolUseBlock(
+                    id="w2",
+                    name="Write",
+                    input={"file_path": str(feedback_file), "content": feedback},
+                ),
+                ToolUseBlock(
+                    id="w3",
+                    name="Write",
+                    input={"file_path": str(memory / "MEMORY.md"), "content": index},
+                ),
+            )
+            return Message(role="assistant", content=uses)
+        if is_results and str(memory) in str(body["messages"][-2]):
+            return "Saved two memories."
+        return "Got it — polars it is."
+
+    return handler
+
+
+def test_example_agent_saves_memories_inside_the_parent_cache(tmp_path: Path) -> None:
+    example = load_example()
+    memory = tmp_path / "memory"
+    said: list[str] = []
+    with FakeAnthropicServer(handler=scripted(memory)) as server:
+
+        async def go() -> list[Message]:
+            async with AsyncAnthropic(base_url=server.base_url, api_key="test") as client:
+                result: list[Message] = await example.run_agent(
+                    client,
+                    "claude-test",
+                    memory,
+                    ["I'm Ana, I lead the data platform team. Always use polars, never pandas."],
+                    cwd=tmp_path,
+                    say=said.append,
+                )
+                return result
+
+        conversation = asyncio.run(go())
+        requests = server.requests
+        server.assert_no_errors()
+
+    assert conversation[-1].text == "Got it — polars it is."
+    # Memory files with valid frontmatter, and one index pointer per memory.
+    saved = sorted(p.name for p in memory.glob("*.md") if p.name != "MEMORY.md")
+    assert saved == ["feedback_polars.md", "user_role.md"]
+    for name in saved:
+        parsed = parse_memory_file((memory / name).read_text())
+        assert parsed.name
+        assert parsed.description
+        assert parsed.type in ("user", "feedback")
+        assert not parsed.malformed
+    index = (memory / "MEMORY.md").read_text()
+    for name in saved:
+        assert index.count(f"]({name})") == 1
+    # The notice reached the user, MEMORY.md left out of the count.
+    assert any(line.startswith("● Saved 2 memories") for line in said)
+    # Three requests: the host's answer, then the memory agent's two turns, which read
+    # the host's cached prefix.
+    assert len(requests) == 3
+    parent, fork_first, fork_second = requests
+    assert parent.usage is not None
+    assert fork_first.usage is not None
+    assert fork_second.usage is not None
+    assert parent.usage["cache_creation_input_tokens"] > 0
+    assert (
+        fork_first.usage["cache_read_input_tokens"] == parent.usage["cache_creation_input_tokens"]
+    )
+    assert (
+        fork_second.usage["cache_read_input_tokens"] >= fork_first.usage["cache_read_input_tokens"]
+    )
+    assert fork_first.body["tools"] == parent.body["tools"]
+    assert fork_first.body["system"] == parent.body["system"]
