@@ -6,6 +6,7 @@ in a memory directory indexed by ``MEMORY.md``, compatible with Claude Code's ow
 """
 
 from memdir.errors import MemdirError, ModelError, StoreError, TranscriptError, UsageError
+from memdir.extract import ExtractConfig, MemoryExtractor, MemorySaved, TurnContext
 from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
 from memdir.messages import (
     ContentBlock,
@@ -31,10 +32,13 @@ __all__ = [
     "CanUseTool",
     "ContentBlock",
     "Event",
+    "ExtractConfig",
     "ForkResult",
     "ImageBlock",
     "MemdirError",
     "MemoryDir",
+    "MemoryExtractor",
+    "MemorySaved",
     "Message",
     "Model",
     "ModelError",
@@ -50,6 +54,7 @@ __all__ = [
     "ToolUseBlock",
     "Transcript",
     "TranscriptError",
+    "TurnContext",
     "Usage",
     "UsageError",
     "__version__",
