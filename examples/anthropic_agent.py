@@ -34,6 +34,7 @@ from memdir import (
 from memdir.extract import ExtractConfig, MemoryExtractor, MemorySaved, TurnContext
 from memdir.messages import ToolResultBlock
 from memdir.models import AnthropicModel
+from memdir.permissions import memory_write_guard
 from memdir.tools import ToolContext, ToolError, builtin_tools
 
 SYSTEM_PROMPT = """\
@@ -73,7 +74,8 @@ async def run_agent(
     # The agent itself may read anywhere but write only its memory, like the memory agent.
     gate = auto_mem_can_use_tool(memory, cwd=cwd)
     by_name = {tool.name: tool for tool in tools}
-    context = ToolContext()
+    # A last check at write time: real target path and complete new text.
+    context = ToolContext(write_guard=memory_write_guard(memory))
     extractor = MemoryExtractor(memory, model, ExtractConfig())
     messages: list[Message] = []
 

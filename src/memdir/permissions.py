@@ -21,9 +21,15 @@ from typing import Any, Literal, Protocol, TypeAlias
 
 from memdir.store import MemoryDir, scan_secrets
 from memdir.telemetry import Sink, emit
+from memdir.tools._base import WriteGuard
 from memdir.tools._readonly import is_read_only_command
 
-__all__ = ["CanUseTool", "PermissionDecision", "auto_mem_can_use_tool"]
+__all__ = [
+    "CanUseTool",
+    "PermissionDecision",
+    "auto_mem_can_use_tool",
+    "memory_write_guard",
+]
 
 _READ_TOOLS = frozenset({"Read", "Grep", "Glob"})
 _WRITE_TOOLS = frozenset({"Write", "Edit"})
@@ -60,21 +66,42 @@ CanUseTool: TypeAlias = Callable[[ToolRef, Mapping[str, Any]], Awaitable[Permiss
 _ALLOW = PermissionDecision(behavior="allow")
 
 
-def _file_after_edit(path: Path, tool_input: Mapping[str, Any]) -> str:
-    """The text an Edit would leave behind, as well as can be told before it runs."""
-    new = tool_input.get("new_string")
-    new_text = new if isinstance(new, str) else ""
-    old = tool_input.get("old_string")
-    try:
-        current = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return new_text
-    if not isinstance(old, str) or not old or old not in current:
-        # The Edit itself will fail; the new text alone is what matters for secrets.
-        return current + "\n" + new_text
-    if tool_input.get("replace_all") is True:
-        return current.replace(old, new_text)
-    return current.replace(old, new_text, 1)
+def _secret_refusal(
+    md: MemoryDir, path: object, text: str, allow_private: bool, cwd: Any
+) -> str | None:
+    """Why ``text`` may not be written at ``path`` for holding a credential, or ``None``."""
+    findings = scan_secrets(text)
+    if not findings:
+        return None
+    team = md.is_team_path(path, cwd=cwd)
+    if not team and allow_private:
+        return None
+    kinds = ", ".join(sorted({f.rule_id for f in findings}))
+    scope = "team memory, which is shared with collaborators" if team else "memory"
+    return (
+        f"refused: the result would contain a credential ({kinds}). Secrets are never saved "
+        f"to {scope}. Write the memory without the value (say where the secret is kept)."
+    )
+
+
+def memory_write_guard(
+    memory_dir: MemoryDir | str | os.PathLike[str], *, allow_private_secrets: bool = False
+) -> WriteGuard:
+    """The last check before Write or Edit touch the disk, for tools' :class:`ToolContext`.
+
+    The gate judges each call from its input; this judges the write itself — the real
+    target and the file's complete new text, while no other write runs — so neither a
+    path that only the filesystem resolves out of the directory nor a credential that two
+    edits of one message assemble between them can get through.
+    """
+    md = memory_dir if isinstance(memory_dir, MemoryDir) else MemoryDir(memory_dir)
+
+    def guard(target: Path, text: str) -> str | None:
+        if not md.is_memory_path(target):
+            return f"refused: {target} is outside the memory directory {md.root}"
+        return _secret_refusal(md, target, text, allow_private_secrets, None)
+
+    return guard
 
 
 def auto_mem_can_use_tool(
@@ -117,26 +144,15 @@ def auto_mem_can_use_tool(
                 f"{name} is only allowed for files inside the memory directory {where}; "
                 f"{shown} is not inside it. Save memories as files in that directory.",
             )
-        target = Path(os.path.join(cwd or os.getcwd(), os.path.expanduser(file_path)))
-        if name == "Write":
-            content = tool_input.get("content")
-            text = content if isinstance(content, str) else ""
-        else:
-            text = _file_after_edit(target, tool_input)
-        findings = scan_secrets(text)
-        if not findings:
-            return _ALLOW
-        team = md.is_team_path(file_path, cwd=cwd)
-        if team or not allow_private_secrets:
-            kinds = ", ".join(sorted({f.rule_id for f in findings}))
-            scope = "team memory, which is shared with collaborators" if team else "memory"
-            return deny(
-                name,
-                "secret",
-                f"{name} refused: the result would contain a credential ({kinds}). "
-                f"Secrets are never saved to {scope}. Write the memory without the value "
-                "(say where the secret is kept instead).",
-            )
+        # The new text alone, for an answer before anything runs; the complete file is
+        # judged again at write time by the tools' write guard.
+        key = "content" if name == "Write" else "new_string"
+        text = tool_input.get(key)
+        refusal = _secret_refusal(
+            md, file_path, text if isinstance(text, str) else "", allow_private_secrets, cwd
+        )
+        if refusal is not None:
+            return deny(name, "secret", f"{name} {refusal}")
         return _ALLOW
 
     async def can_use_tool(tool: ToolRef, tool_input: object) -> PermissionDecision:

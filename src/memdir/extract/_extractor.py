@@ -33,10 +33,10 @@ from memdir.extract._types import ExtractConfig, MemorySaved, Notify, PendingTur
 from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
 from memdir.messages import Message, model_visible
 from memdir.models import Model
-from memdir.permissions import auto_mem_can_use_tool
+from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
 from memdir.store import ENTRYPOINT_NAME, MemoryDir, format_manifest
 from memdir.telemetry import Sink, emit
-from memdir.tools import Tool, builtin_tools
+from memdir.tools import Tool, ToolContext, builtin_tools
 
 __all__ = ["MemoryExtractor"]
 
@@ -77,6 +77,18 @@ class MemoryExtractor:
         self._futures: set[concurrent.futures.Future[None]] = set()
         self._thread_loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def turns_since_run(self) -> int:
+        """Turns throttled since the last run."""
+        with self._lock:
+            return self._turns_since_run
+
+    def restore(self, cursor: str | None, turns_since_run: int = 0) -> None:
+        """Resume from a saved position (as the command line does between processes)."""
+        with self._lock:
+            self.cursor = cursor
+            self._turns_since_run = max(0, turns_since_run)
 
     # --- scheduling -----------------------------------------------------------------------
 
@@ -138,8 +150,7 @@ class MemoryExtractor:
                 return
             left = deadline - time.monotonic()
             if left <= 0:
-                for future in futures:
-                    future.cancel()  # only the wrapper; the run itself carries on
+                # Nothing is cancelled: the runs go on, drain only stops waiting for them.
                 return
             await asyncio.wait(waiting, timeout=left)
 
@@ -165,6 +176,7 @@ class MemoryExtractor:
         with self._lock:
             loop, self._thread_loop = self._thread_loop, None
             thread, self._thread = self._thread, None
+            self._futures.clear()  # what the stopped loop held will never finish
         if loop is None or thread is None:
             return
         loop.call_soon_threadsafe(loop.stop)
@@ -175,21 +187,30 @@ class MemoryExtractor:
     # --- one turn ---------------------------------------------------------------------------
 
     async def _execute(self, pending: PendingTurn) -> None:
+        """Process ``pending``, then each turn stashed meanwhile, as trailing runs.
+
+        A loop, not recursion: a host whose turns keep arriving during runs can chain any
+        number of trailing runs without growing the stack.
+        """
+        current: PendingTurn | None = pending
+        while current is not None:
+            current = await self._execute_one(current)
+
+    async def _execute_one(self, pending: PendingTurn) -> PendingTurn | None:
+        """One turn; returns the stashed turn to run next, if this run took place."""
         started = time.monotonic()
+        stash: PendingTurn | None = None
         try:
             plan = self._decide(pending)
             if plan is None:
-                return
-            messages, new_count = plan
+                return None
+            messages, start, new_count = plan
             try:
-                await self._run(pending, messages, new_count, started)
+                await self._run(pending, messages, start, new_count, started)
             finally:
                 with self._lock:
                     self._in_progress = False
                     stash, self._stash = self._stash, None
-            if stash is not None:
-                stash.trailing = True
-                await self._execute(stash)
         except Exception as exc:  # scheduling bugs too: never into the host
             emit(
                 self.sink,
@@ -197,8 +218,11 @@ class MemoryExtractor:
                 duration_ms=_ms(started),
                 error_type=type(exc).__name__,
             )
+        if stash is not None:
+            stash.trailing = True
+        return stash
 
-    def _decide(self, pending: PendingTurn) -> tuple[tuple[Message, ...], int] | None:
+    def _decide(self, pending: PendingTurn) -> tuple[tuple[Message, ...], int, int] | None:
         """Steps 2 to 4 of the module docstring; claims the run when it should go ahead."""
         messages = tuple(pending.turn.messages[: pending.length])
         with self._lock:
@@ -227,7 +251,7 @@ class MemoryExtractor:
                     return None
             self._turns_since_run = 0
             self._in_progress = True
-        return messages, new_count
+        return messages, start, new_count
 
     def _start_after_cursor(self, messages: Sequence[Message]) -> int:
         """The index after the cursor's message; 0 when there is none or it is gone."""
@@ -249,11 +273,16 @@ class MemoryExtractor:
         return False
 
     async def _run(
-        self, pending: PendingTurn, messages: tuple[Message, ...], new_count: int, started: float
+        self,
+        pending: PendingTurn,
+        messages: tuple[Message, ...],
+        start: int,
+        new_count: int,
+        started: float,
     ) -> None:
         turn = pending.turn
         try:
-            result = await self._fork(turn, messages, new_count)
+            result = await self._fork(turn, messages, start, new_count)
         except Exception as exc:
             emit(
                 self.sink,
@@ -289,7 +318,7 @@ class MemoryExtractor:
                 pending.notify(MemorySaved(paths=tuple(memories), team_count=team))
 
     async def _fork(
-        self, turn: TurnContext, messages: tuple[Message, ...], new_count: int
+        self, turn: TurnContext, messages: tuple[Message, ...], start: int, new_count: int
     ) -> ForkResult:
         md = self.memory_dir
         headers = await asyncio.to_thread(md.scan)
@@ -315,6 +344,11 @@ class MemoryExtractor:
             sink=self.sink,
         )
         tools = [*builtin_tools(cwd), *self._extra_tools]
+        context = ToolContext(
+            write_guard=memory_write_guard(
+                md, allow_private_secrets=self.config.allow_private_secrets
+            )
+        )
         await asyncio.to_thread(md.ensure)
         prompt_messages = [Message.user(prompt)]
         if turn.params is not None:
@@ -325,10 +359,11 @@ class MemoryExtractor:
                 tools=tools,
                 can_use_tool=gate,
                 max_turns=self.config.max_turns,
+                context=context,
             )
-        context = build_standalone_context(
+        standalone = build_standalone_context(
             messages,
-            cursor_index=self._start_after_cursor(messages),
+            cursor_index=start,
             budget_tokens=self.config.context_budget_tokens,
             tool_result_chars=self.config.tool_result_chars,
         )
@@ -339,12 +374,13 @@ class MemoryExtractor:
         )
         return await run_forked_agent(
             params,
-            context.messages,
+            standalone.messages,
             prompt_messages,
             tools=tools,
             can_use_tool=gate,
             max_turns=self.config.max_turns,
-            cache_point=len(context.messages) - 1 if context.messages else None,
+            context=context,
+            cache_point=len(standalone.messages) - 1 if standalone.messages else None,
         )
 
 

@@ -88,11 +88,6 @@ Notify = Callable[[MemorySaved], object]
 """Receives :class:`MemorySaved` notices."""
 
 
-def snapshot(turn: TurnContext, length: int) -> tuple[Message, ...]:
-    """The turn's messages as they were when the turn was reported."""
-    return tuple(turn.messages[:length])
-
-
 @dataclass
 class PendingTurn:
     """A turn waiting to be processed, with the message count it was reported with."""

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-__all__ = ["FileStamp", "Tool", "ToolContext", "ToolError", "ToolOutput"]
+__all__ = ["FileStamp", "Tool", "ToolContext", "ToolError", "ToolOutput", "WriteGuard"]
+
+WriteGuard: TypeAlias = Callable[[Path, str], str | None]
+"""Judges a write from its real target and full new text: ``None`` allows it, a message
+refuses it."""
 
 
 class ToolError(Exception):
@@ -33,6 +37,10 @@ class ToolContext:
     read_files: dict[str, FileStamp] = field(default_factory=dict)
     """Files Read in this run, by real path, with their state at that moment. Edit and
     Write of an existing file require an entry, and refuse when the file changed since."""
+    write_guard: WriteGuard | None = None
+    """Asked by Write and Edit, just before writing, with the real target path and the
+    file's complete new text; a message refuses the write (see
+    :func:`memdir.permissions.memory_write_guard`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -97,10 +97,15 @@ def _check_value(tool: str, key: str, spec: Mapping[str, Any], value: object) ->
 
 
 def resolve_path(tool: str, key: str, raw: str, cwd: str) -> str:
-    """``raw`` as an absolute, normalised path: ``~`` expanded, relative to ``cwd``."""
+    """``raw`` made absolute: ``~`` expanded, relative to ``cwd``.
+
+    It is not normalised: ``link/..`` must go where the operating system takes it
+    (through the link, then up), which is also where the permission gate looked. Folding
+    ``..`` away as text first would land somewhere else.
+    """
     if "\0" in raw:
         raise ToolError(f"{tool}: '{key}' must not contain NUL characters")
-    return os.path.abspath(os.path.join(cwd, os.path.expanduser(raw)))
+    return os.path.join(cwd, os.path.expanduser(raw))
 
 
 def prop(kind: str, description: str, **constraints: Any) -> dict[str, Any]:
@@ -256,7 +261,14 @@ def _stat_target(tool: str, path: str, real: str) -> os.stat_result | None:
     return st
 
 
-def _store(tool: str, path: str, real: str, text: str, read_files: dict[str, FileStamp]) -> None:
+def _store(tool: str, path: str, real: str, text: str, context: ToolContext) -> None:
+    read_files = context.read_files
+    if context.write_guard is not None:
+        # The final text and the real target, checked while no other write can run: what
+        # two calls of one message produce together is judged, not each call alone.
+        refusal = context.write_guard(Path(real), text)
+        if refusal is not None:
+            raise ToolError(f"{tool}: {refusal}")
     try:
         atomic_write(real, text)
         # Recorded so that a further Edit of our own result needs no new Read.
@@ -289,21 +301,21 @@ class WriteTool:
         """Write the file atomically and record its new state in ``context``."""
         args = check_input(self.name, _WRITE_SCHEMA, tool_input)
         path = resolve_path(self.name, "file_path", args["file_path"], self._cwd)
-        created = await asyncio.to_thread(_write, path, args["content"], context.read_files)
+        created, real = await asyncio.to_thread(_write, path, args["content"], context)
         verb = "Created" if created else "Updated"
-        return ToolOutput(content=f"{verb} {path}", written=Path(path))
+        return ToolOutput(content=f"{verb} {path}", written=Path(real))
 
 
-def _write(path: str, content: str, read_files: dict[str, FileStamp]) -> bool:
+def _write(path: str, content: str, context: ToolContext) -> tuple[bool, str]:
     # Written through symlinks to where they point, the place a permission check that
     # resolves symlinks has approved; replacing the link itself would write elsewhere.
     real = os.path.realpath(path)
     with _WRITE_LOCK:
         st = _stat_target("Write", path, real)
         if st is not None:
-            _check_fresh("Write", path, real, st, read_files)
-        _store("Write", path, real, content, read_files)
-    return st is None
+            _check_fresh("Write", path, real, st, context.read_files)
+        _store("Write", path, real, content, context)
+    return st is None, real
 
 
 class EditTool:
@@ -336,22 +348,22 @@ class EditTool:
         if old == new:
             raise ToolError("Edit: 'old_string' and 'new_string' are the same; nothing to change")
         replace_all: bool = args.get("replace_all", False)
-        count = await asyncio.to_thread(_edit, path, old, new, replace_all, context.read_files)
+        count, real = await asyncio.to_thread(_edit, path, old, new, replace_all, context)
         plural = "" if count == 1 else "s"
         return ToolOutput(
-            content=f"Edited {path}: replaced {count} occurrence{plural}", written=Path(path)
+            content=f"Edited {path}: replaced {count} occurrence{plural}", written=Path(real)
         )
 
 
 def _edit(
-    path: str, old: str, new: str, replace_all: bool, read_files: dict[str, FileStamp]
-) -> int:
+    path: str, old: str, new: str, replace_all: bool, context: ToolContext
+) -> tuple[int, str]:
     real = os.path.realpath(path)
     with _WRITE_LOCK:
         st = _stat_target("Edit", path, real)
         if st is None:
             raise ToolError(f"Edit: file does not exist: {path}; create it with Write")
-        _check_fresh("Edit", path, real, st, read_files)
+        _check_fresh("Edit", path, real, st, context.read_files)
         try:
             with open(real, "rb") as handle:
                 text = handle.read().decode("utf-8")
@@ -375,5 +387,5 @@ def _edit(
         updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
         if crlf:
             updated = updated.replace("\n", "\r\n")
-        _store("Edit", path, real, updated, read_files)
-    return count if replace_all else 1
+        _store("Edit", path, real, updated, context)
+    return (count if replace_all else 1), real

@@ -58,7 +58,8 @@ def find_rg() -> str | None:
 
 
 def _root(tool: str, raw: str, cwd: str) -> tuple[str, os.stat_result]:
-    root = resolve_path(tool, "path", raw, cwd)
+    # Searched where the filesystem takes the path (a link/.. goes through the link).
+    root = os.path.realpath(resolve_path(tool, "path", raw, cwd))
     try:
         return root, os.stat(root)
     except FileNotFoundError:
