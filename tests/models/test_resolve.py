@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memdir.errors import UsageError
-from memdir.models import AnthropicModel, Model, OpenAIModel, resolve_model
+from memdir.models import AnthropicModel, Model, OfflineModel, OpenAIModel, resolve_model
 
 
 def test_anthropic_spec() -> None:
@@ -21,9 +21,10 @@ def test_openai_spec() -> None:
     assert model.name == "openai:gpt-4.1"
 
 
-def test_offline_is_not_available_yet() -> None:
-    with pytest.raises(UsageError, match="offline model is not available"):
-        resolve_model("offline")
+def test_offline_spec() -> None:
+    model = resolve_model("offline")
+    assert isinstance(model, OfflineModel)
+    assert model.name == "offline"
 
 
 @pytest.mark.parametrize("spec", ["", "  ", "claude", "anthropic:", "mistral:large", ":x"])

@@ -87,7 +87,14 @@ def _render(message: Message, limit: int) -> Message | None:
     text = "\n\n".join(parts)
     if message.is_compact_summary:
         text = f"[summary of the earlier conversation]\n{text}"
-    return Message(role=message.role, content=(TextBlock(text=text),), uuid=message.uuid)
+    # Timestamp and flags are not sent; they tell a rule-based model when things were said.
+    return Message(
+        role=message.role,
+        content=(TextBlock(text=text),),
+        uuid=message.uuid,
+        timestamp=message.timestamp,
+        is_meta=message.is_meta,
+    )
 
 
 def _tokens(message: Message) -> int:

@@ -1,13 +1,15 @@
 """Models: the protocol the memory agent talks to, and adapters for real providers.
 
 :func:`resolve_model` turns a spec such as ``anthropic:claude-sonnet-4-5`` or
-``openai:gpt-4.1`` into a :class:`Model`.
+``openai:gpt-4.1`` into a :class:`Model`; ``offline`` is :class:`OfflineModel`, a
+rule-based model that needs no provider at all.
 """
 
 from __future__ import annotations
 
 from memdir.errors import UsageError
 from memdir.models._anthropic import AnthropicModel
+from memdir.models._offline import OfflineModel
 from memdir.models._openai import OpenAIModel, openai_tools
 from memdir.models._retry import RetryPolicy
 from memdir.models._types import Model, ModelRequest, ModelResponse, SystemPrompt, Usage
@@ -17,6 +19,7 @@ __all__ = [
     "Model",
     "ModelRequest",
     "ModelResponse",
+    "OfflineModel",
     "OpenAIModel",
     "RetryPolicy",
     "SystemPrompt",
@@ -47,10 +50,7 @@ def resolve_model(
         raise UsageError("a model spec is needed: 'anthropic:MODEL', 'openai:MODEL' or 'offline'")
     spec = spec.strip()
     if spec == "offline":
-        raise UsageError(
-            "the offline model is not available in this version of memdir; "
-            "use 'anthropic:MODEL' or 'openai:MODEL'"
-        )
+        return OfflineModel()
     provider, sep, name = spec.partition(":")
     if not sep or provider not in _PROVIDERS or not name:
         raise UsageError(

@@ -1,0 +1,41 @@
+"""The click application behind ``memdir`` (imported only when click is installed)."""
+
+from __future__ import annotations
+
+import click
+
+from memdir import __version__
+from memdir._cli._extract import extract_command
+from memdir._cli._hook import hook_group
+from memdir._cli._manage import dir_command, forget_command, ls_command, show_command
+from memdir._cli._watch import watch_command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="memdir")
+def cli() -> None:
+    """Automatic long-term memory for LLM agents.
+
+    memdir keeps an agent's memories as Markdown files in a memory directory, indexed by
+    MEMORY.md, in the same place Claude Code keeps its own, so both share one memory.
+
+    \b
+    Start here:
+      memdir extract SESSION.jsonl   save memories from a transcript
+      memdir ls                      list what is remembered
+      memdir hook claude-code        use as Claude Code's Stop hook
+    """
+
+
+for command in (
+    extract_command,
+    watch_command,
+    hook_group,
+    ls_command,
+    show_command,
+    forget_command,
+    dir_command,
+):
+    cli.add_command(command)
+
+__all__ = ["cli"]

@@ -1,0 +1,144 @@
+"""``memdir extract``: memories from transcripts already on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from memdir._cli._common import (
+    EXIT_FAILED,
+    choose_memory_dir,
+    choose_model,
+    close_model,
+    fail,
+    json_option,
+    memory_dir_option,
+    print_json,
+)
+from memdir._cli._run import TranscriptReport, completed_turn_ends, extract_transcript
+from memdir.errors import TranscriptError
+from memdir.transcripts import Transcript, load_transcript
+
+
+def _progress(total: int, enabled: bool) -> tuple[Any, Callable[[], object]]:
+    """A rich progress bar on stderr, or a stand-in that does nothing."""
+    if enabled:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        progress = Progress(
+            TextColumn("extracting"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("turns"),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        task = progress.add_task("turns", total=total)
+        return progress, lambda: progress.advance(task)
+    return None, lambda: None
+
+
+def _summary(report: TranscriptReport) -> str:
+    tokens = (
+        report.input_tokens + report.cache_read_input_tokens + report.cache_creation_input_tokens
+    )
+    lines = [
+        f"{report.path}",
+        f"  turns {report.turns} · runs {report.runs} · memories saved {report.memories_saved}"
+        f" · input tokens {tokens} ({report.cache_share:.0%} from cache)"
+        f" · output tokens {report.output_tokens}",
+    ]
+    if report.errors:
+        lines.append(f"  {report.errors} run(s) failed; those turns will be retried next time")
+    for line, reason in report.skipped_lines:
+        lines.append(f"  skipped line {line}: {reason}")
+    lines.extend(f"  saved {path}" for path in report.saved_paths)
+    return "\n".join(lines)
+
+
+@click.command("extract")
+@click.argument(
+    "transcripts", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False)
+)
+@memory_dir_option
+@click.option("--model", "model_option", help="offline, anthropic:MODEL or openai:MODEL.")
+@click.option("--base-url", help="The provider's endpoint (for OpenAI-compatible servers).")
+@click.option(
+    "--every",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Run after every Nth completed turn, as a live session would.",
+)
+@click.option("--batch", is_flag=True, help="One run over everything new (cheap backfills).")
+@click.option("--team", is_flag=True, help="Also save shared team memory in team/.")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+@json_option
+def extract_command(
+    transcripts: tuple[Path, ...],
+    memory_dir: Path | None,
+    model_option: str | None,
+    base_url: str | None,
+    every: int,
+    batch: bool,
+    team: bool,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """Save memories from TRANSCRIPT files (Claude Code sessions, Anthropic or OpenAI JSON).
+
+    Each transcript is read turn by turn from where the last run stopped (cursors are kept
+    per session in the memory directory), so running it again only looks at what is new.
+    The memory directory is --memory-dir, else $MEMDIR_DIR, else the one Claude Code uses
+    for the session's working directory. Exit status: 0 done, 1 a run failed (it is
+    retried next time), 2 bad usage or an unreadable transcript (nothing written).
+    """
+    loaded: list[Transcript] = []
+    for path in transcripts:
+        try:
+            loaded.append(load_transcript(path))
+        except TranscriptError as exc:
+            fail(str(exc))
+    model = choose_model(model_option, base_url, quiet=quiet or as_json)
+    targets = [(t, choose_memory_dir(memory_dir, t.cwd)) for t in loaded]
+    total = sum(len(completed_turn_ends(t.messages)) for t in loaded)
+    show_bar = sys.stderr.isatty() and not (quiet or as_json)
+    progress, advance = _progress(total, show_bar)
+
+    async def run_all() -> list[TranscriptReport]:
+        reports = []
+        try:
+            for transcript, memory in targets:
+                reports.append(
+                    await extract_transcript(
+                        transcript,
+                        memory,
+                        model,
+                        every=every,
+                        batch=batch,
+                        team=team,
+                        on_turn=advance,
+                    )
+                )
+        finally:
+            await close_model(model)
+        return reports
+
+    if progress is not None:
+        with progress:
+            reports = asyncio.run(run_all())
+    else:
+        reports = asyncio.run(run_all())
+    if as_json:
+        print_json({"transcripts": [r.as_dict() for r in reports]})
+    elif not quiet:
+        for report in reports:
+            click.echo(_summary(report))
+    if any(r.errors for r in reports):
+        sys.exit(EXIT_FAILED)

@@ -1,0 +1,137 @@
+"""Extracting a transcript turn by turn, resuming where the last process stopped."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from memdir.extract import ExtractConfig, MemoryExtractor, MemorySaved, TurnContext
+from memdir.messages import Message
+from memdir.models import Model
+from memdir.state import SessionState, StateFile
+from memdir.store import MemoryDir
+from memdir.telemetry import CollectingSink, Sink, fan_out
+from memdir.transcripts import Transcript
+
+# Runs of separate processes on one memory directory take turns: each reads the memory
+# files and writes them back, and two at once would each miss the other's changes.
+_RUN_LOCK = "extraction"
+_RUN_LOCK_TIMEOUT = 900.0
+_DRAIN_TIMEOUT = 900.0
+
+
+def completed_turn_ends(messages: Sequence[Message]) -> list[int]:
+    """Indices of the assistant answers that end a turn (no tool call left pending)."""
+    return [
+        i
+        for i, m in enumerate(messages)
+        if m.role == "assistant" and not m.tool_uses and not m.is_sidechain
+    ]
+
+
+@dataclass
+class TranscriptReport:
+    """What one transcript's extraction did."""
+
+    path: str
+    session_id: str
+    memory_dir: str
+    turns: int = 0
+    runs: int = 0
+    errors: int = 0
+    memories_saved: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    skipped_lines: list[tuple[int, str]] = field(default_factory=list)
+    saved_paths: list[str] = field(default_factory=list)
+
+    @property
+    def cache_share(self) -> float:
+        """The share of input tokens read from the prompt cache."""
+        total = self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
+        return self.cache_read_input_tokens / total if total else 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        """The report as plain JSON values."""
+        out = dict(vars(self))
+        out["cache_share"] = round(self.cache_share, 4)
+        out["skipped_lines"] = [{"line": n, "reason": r} for n, r in self.skipped_lines]
+        return out
+
+
+def session_of(transcript: Transcript) -> str:
+    """The key a transcript's cursor is kept under."""
+    return transcript.session_id or transcript.path.stem
+
+
+async def extract_transcript(
+    transcript: Transcript,
+    memory: MemoryDir,
+    model: Model,
+    *,
+    every: int = 1,
+    batch: bool = False,
+    team: bool = False,
+    sink: Sink | None = None,
+    on_turn: Callable[[], object] | None = None,
+    on_saved: Callable[[MemorySaved], object] | None = None,
+) -> TranscriptReport:
+    """Run the extractor over the turns completed since the session's saved cursor.
+
+    Turn by turn, as a live session would have been (``every`` throttles as
+    ``every_n_turns`` does); with ``batch`` one run covers everything new. The cursor is
+    saved after every turn, so an interrupted run resumes where it stopped.
+    """
+    states = StateFile(memory)
+    session = session_of(transcript)
+    saved = states.get(session)
+    messages = transcript.messages
+    start = 0
+    if saved.cursor is not None:
+        found = [i for i, m in enumerate(messages) if m.uuid == saved.cursor]
+        start = found[-1] + 1 if found else 0
+    ends = [e for e in completed_turn_ends(messages) if e >= start]
+    report = TranscriptReport(
+        path=str(transcript.path),
+        session_id=session,
+        memory_dir=str(memory.root),
+        turns=len(ends),
+        skipped_lines=[(s.line, s.reason) for s in transcript.skipped],
+    )
+    if not ends:
+        return report
+    collected = CollectingSink()
+    config = ExtractConfig(every_n_turns=1 if batch else every, team=team)
+    extractor = MemoryExtractor(memory, model, config, sink=fan_out(collected, sink))
+    extractor.restore(saved.cursor, saved.turns_since_run)
+
+    def notice(event: MemorySaved) -> None:
+        report.saved_paths.extend(str(p) for p in event.paths)
+        if on_saved is not None:
+            on_saved(event)
+
+    for end in [ends[-1]] if batch else ends:
+        turn = TurnContext(messages=messages[: end + 1], cwd=transcript.cwd)
+        with memory.lock(_RUN_LOCK, timeout=_RUN_LOCK_TIMEOUT):
+            extractor.on_turn_end(turn, notify=notice)
+            await extractor.drain(timeout=_DRAIN_TIMEOUT)
+        states.put(
+            session,
+            SessionState(cursor=extractor.cursor, turns_since_run=extractor.turns_since_run),
+        )
+        if on_turn is not None:
+            on_turn()
+    for event in collected.events:
+        if event.name == "extract.run":
+            report.runs += 1
+            fields = event.fields
+            report.memories_saved += int(fields.get("memories_saved", 0))
+            report.input_tokens += int(fields.get("input_tokens", 0))
+            report.output_tokens += int(fields.get("output_tokens", 0))
+            report.cache_read_input_tokens += int(fields.get("cache_read_input_tokens", 0))
+            report.cache_creation_input_tokens += int(fields.get("cache_creation_input_tokens", 0))
+        elif event.name == "extract.error":
+            report.errors += 1
+    return report

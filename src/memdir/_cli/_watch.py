@@ -1,0 +1,127 @@
+"""``memdir watch``: follow transcripts as they grow and extract each completed turn."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+from pathlib import Path
+
+import click
+
+from memdir._cli._common import (
+    choose_memory_dir,
+    choose_model,
+    close_model,
+    json_option,
+    memory_dir_option,
+)
+from memdir._cli._run import extract_transcript
+from memdir.errors import TranscriptError
+from memdir.transcripts import load_transcript
+
+
+def _transcripts(paths: tuple[Path, ...]) -> list[Path]:
+    """The session files under ``paths``: files as given, folders searched for ``*.jsonl``.
+
+    Subagent transcripts (``subagents/`` folders, ``agent-*.jsonl``) belong to their
+    session and are not followed on their own.
+    """
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            for candidate in sorted(path.rglob("*.jsonl")):
+                if "subagents" in candidate.parts or candidate.name.startswith("agent-"):
+                    continue
+                found.append(candidate)
+        elif path.exists():
+            found.append(path)
+    return found
+
+
+@click.command("watch")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@memory_dir_option
+@click.option("--model", "model_option", help="offline, anthropic:MODEL or openai:MODEL.")
+@click.option("--base-url", help="The provider's endpoint (for OpenAI-compatible servers).")
+@click.option(
+    "--every",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Run after every Nth completed turn.",
+)
+@click.option("--team", is_flag=True, help="Also save shared team memory in team/.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.01),
+    default=1.0,
+    show_default=True,
+    help="Seconds between looks at the files.",
+)
+@json_option
+def watch_command(
+    paths: tuple[Path, ...],
+    memory_dir: Path | None,
+    model_option: str | None,
+    base_url: str | None,
+    every: int,
+    team: bool,
+    interval: float,
+    as_json: bool,
+) -> None:
+    """Follow transcript files, or a Claude Code projects folder, and extract as turns end.
+
+    Runs until interrupted (Ctrl-C), then waits for the extraction in progress to finish.
+    Each pass that did something prints one line (one JSON object with --json).
+    """
+    model = choose_model(model_option, base_url, quiet=as_json)
+
+    def say(record: dict[str, object], text: str) -> None:
+        click.echo(json.dumps(record) if as_json else text)
+
+    async def follow() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        seen: dict[Path, tuple[int, int]] = {}
+        say({"event": "watching", "paths": [str(p) for p in paths]}, "watching; Ctrl-C to stop")
+        try:
+            while not stop.is_set():
+                for file in _transcripts(paths):
+                    try:
+                        st = file.stat()
+                    except OSError:
+                        continue
+                    stamp = (st.st_size, st.st_mtime_ns)
+                    if seen.get(file) == stamp:
+                        continue
+                    seen[file] = stamp
+                    try:
+                        transcript = load_transcript(file)
+                    except TranscriptError as exc:
+                        say(
+                            {"event": "unreadable", "path": str(file), "reason": str(exc)},
+                            f"skipped {exc}",
+                        )
+                        continue
+                    memory = choose_memory_dir(memory_dir, transcript.cwd)
+                    report = await extract_transcript(
+                        transcript, memory, model, every=every, team=team
+                    )
+                    if report.turns:
+                        say(
+                            {"event": "extracted", **report.as_dict()},
+                            f"{file}: {report.turns} new turn(s), {report.runs} run(s), "
+                            f"{report.memories_saved} memories saved",
+                        )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=interval)
+        finally:
+            await close_model(model)
+        say({"event": "stopped"}, "stopped")
+
+    asyncio.run(follow())

@@ -1,0 +1,193 @@
+"""``memdir extract`` and the memory commands, through click's runner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from memdir._cli import cli
+from memdir.state import StateFile
+from memdir.store import MemoryDir, contains_secret, default_memory_dir, parse_memory_file
+from tests.cli.conftest import TURNS, append_turns, report, write_session
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_extract_saves_memories_and_a_rerun_does_nothing(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "s1.jsonl", TURNS)
+    memory = tmp_path / "memory"
+    code, out, err = run("extract", str(session), "--memory-dir", str(memory), "--json")
+    assert code == 0, err
+    first = report(out)
+    assert first["turns"] == len(TURNS)
+    assert first["runs"] == len(TURNS)
+    assert first["memories_saved"] >= 3
+    assert "offline rule-based model" not in err  # quiet under --json
+    names = {h.filename for h in MemoryDir(memory).scan()}
+    assert "user_role.md" in names
+    # The same file again: nothing new, no fork run.
+    code, out, _ = run("extract", str(session), "--memory-dir", str(memory), "--json")
+    assert code == 0
+    again = report(out)
+    assert again["turns"] == 0
+    assert again["runs"] == 0
+
+
+def test_offline_fallback_is_announced(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "s1.jsonl", TURNS[:1])
+    code, out, err = run("extract", str(session), "--memory-dir", str(tmp_path / "m"))
+    assert code == 0
+    assert "using the offline rule-based model" in err
+    assert "turns 1 · runs 1" in out
+
+
+def test_appended_turns_are_the_only_ones_covered(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "s.jsonl", TURNS[:2])
+    memory = tmp_path / "memory"
+    run("extract", str(session), "--memory-dir", str(memory), "--json")
+    append_turns(session, 2, TURNS[2:5])
+    code, out, _ = run("extract", str(session), "--memory-dir", str(memory), "--json")
+    assert code == 0
+    assert report(out)["turns"] == 3
+    assert report(out)["runs"] == 3
+    state = StateFile(memory).get("sess-1")
+    assert state.cursor == "a4"
+
+
+def test_every_3_batches_turns(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "s.jsonl", TURNS)  # six turns
+    code, out, _ = run(
+        "extract", str(session), "--memory-dir", str(tmp_path / "m"), "--every", "3", "--json"
+    )
+    assert code == 0
+    assert report(out)["turns"] == 6
+    assert report(out)["runs"] == 2
+
+
+def test_every_counts_across_processes(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "s.jsonl", TURNS[:2])
+    memory = tmp_path / "m"
+    _, out, _ = run("extract", str(session), "--memory-dir", str(memory), "--every", "3", "--json")
+    assert report(out)["runs"] == 0
+    append_turns(session, 2, TURNS[2:3])
+    _, out, _ = run("extract", str(session), "--memory-dir", str(memory), "--every", "3", "--json")
+    assert report(out)["runs"] == 1  # the third turn overall
+
+
+def test_batch_covers_everything_in_one_run(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "s.jsonl", TURNS)
+    code, out, _ = run(
+        "extract", str(session), "--memory-dir", str(tmp_path / "m"), "--batch", "--json"
+    )
+    assert code == 0
+    assert report(out)["runs"] == 1
+    assert report(out)["memories_saved"] >= 3
+
+
+def test_malformed_lines_are_reported_and_the_rest_processed(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "s.jsonl", TURNS[:2])
+    lines = session.read_text().splitlines()
+    lines.insert(1, "{broken json")
+    lines.insert(3, "[1, 2, 3]")
+    session.write_text("\n".join(lines) + "\n")
+    code, out, _ = run("extract", str(session), "--memory-dir", str(tmp_path / "m"))
+    assert code == 0
+    assert "skipped line 2: not JSON" in out
+    assert "skipped line 4: not a JSON object" in out
+    assert "turns 2 · runs 2" in out
+
+
+def test_unreadable_transcript_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    good = write_session(tmp_path / "good.jsonl", TURNS[:1])
+    memory = tmp_path / "m"
+    code, out, err = run(
+        "extract", str(good), str(tmp_path / "missing.jsonl"), "--memory-dir", str(memory)
+    )
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "missing.jsonl: no such file" in err
+    assert not memory.exists()
+    (tmp_path / "notes.txt").write_text("just some text\n")
+    code, _, err = run("extract", str(tmp_path / "notes.txt"), "--memory-dir", str(memory))
+    assert code == 2
+    assert "no known transcript format" in err
+    assert not memory.exists()
+
+
+def test_bad_model_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "s.jsonl", TURNS[:1])
+    memory = tmp_path / "m"
+    code, _, err = run("extract", str(session), "--memory-dir", str(memory), "--model", "gpt-7")
+    assert code == 2
+    assert err.startswith("memdir: unknown model spec 'gpt-7'")
+    assert err.count("\n") == 1
+    assert not memory.exists()
+
+
+def test_default_memory_dir_follows_the_session_cwd(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    session = write_session(tmp_path / "s.jsonl", TURNS[:1], cwd=str(project))
+    code, _, _ = run("extract", str(session))
+    assert code == 0
+    expected = default_memory_dir(project)
+    assert expected.is_relative_to(tmp_path / "claude-home")
+    assert (expected / "user_role.md").exists()
+
+
+def test_ls_show_forget(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "s.jsonl", TURNS)
+    memory = tmp_path / "m"
+    run("extract", str(session), "--memory-dir", str(memory))
+    code, out, _ = run("ls", "--memory-dir", str(memory))
+    assert code == 0
+    assert "[user]" in out
+    assert "user_role.md" in out
+    code, out, _ = run("ls", "--memory-dir", str(memory), "--json")
+    listed = json.loads(out)["memories"]
+    assert {"user_role.md"} <= {m["file"] for m in listed}
+    assert all(m["type"] in ("user", "feedback", "project", "reference") for m in listed)
+    code, out, _ = run("show", "user_role", "--memory-dir", str(memory))
+    assert code == 0
+    assert parse_memory_file(out).type == "user"
+    code, out, _ = run("forget", "user_role.md", "--memory-dir", str(memory))
+    assert code == 0
+    assert not (memory / "user_role.md").exists()
+    assert "user_role.md" not in (memory / "MEMORY.md").read_text()
+    code, _, err = run("show", "user_role", "--memory-dir", str(memory))
+    assert code == 2
+    assert "no memory named 'user_role'" in err
+
+
+def test_no_secret_reaches_memory(tmp_path: Path) -> None:
+    key = "sk-ant-api03-" + "Qz8_" * 23 + "x" + "AA"
+    turns = [f"Always run the linter before committing. Here's the staging key: {key}"]
+    session = write_session(tmp_path / "s.jsonl", turns)
+    memory = tmp_path / "m"
+    code, _, _ = run("extract", str(session), "--memory-dir", str(memory))
+    assert code == 0
+    for file in memory.rglob("*"):
+        if file.is_file() and file.suffix == ".md":
+            assert not contains_secret(file.read_text())
+            assert key not in file.read_text()
+
+
+def test_help_for_every_command() -> None:
+    for args in (
+        ["--help"],
+        ["extract", "--help"],
+        ["watch", "--help"],
+        ["hook", "claude-code", "--help"],
+        ["ls", "--help"],
+        ["show", "--help"],
+        ["forget", "--help"],
+        ["dir", "--help"],
+    ):
+        code, out, _ = run(*args)
+        assert code == 0
+        assert "Usage:" in out
