@@ -191,3 +191,21 @@ def test_help_for_every_command() -> None:
         code, out, _ = run(*args)
         assert code == 0
         assert "Usage:" in out
+
+
+def test_bundled_session_offline_saves_memories_and_never_the_key(tmp_path: Path) -> None:
+    bundled = Path(__file__).parent.parent.parent / "examples" / "sessions"
+    session = next(bundled.glob("*.jsonl"))
+    memory = tmp_path / "m"
+    code, out, _ = run("extract", str(session), "--model", "offline", "--memory-dir", str(memory))
+    assert code == 0
+    assert "saved " in out
+    code, out, _ = run("ls", "--memory-dir", str(memory))
+    for kind in ("[user]", "[feedback]", "[project]", "[reference]"):
+        assert kind in out
+    files = [f for f in memory.rglob("*") if f.is_file()]
+    assert files
+    for file in files:
+        assert "sk-ant-" not in file.read_text(errors="replace"), file
+        if file.suffix == ".md":
+            assert not contains_secret(file.read_text())
