@@ -94,3 +94,19 @@ async def close_model(model: Model) -> None:
     if closer is not None:
         with contextlib.suppress(Exception):  # tidiness; it must not change the outcome
             await closer()
+
+
+model_option = click.option(
+    "--model", "model_option", help="offline, anthropic:MODEL or openai:MODEL."
+)
+base_url_option = click.option(
+    "--base-url", help="The provider's endpoint (for OpenAI-compatible servers)."
+)
+every_option = click.option(
+    "--every",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Run after every Nth completed turn, as a live session would.",
+)
+team_option = click.option("--team", is_flag=True, help="Also save shared team memory in team/.")

@@ -12,13 +12,17 @@ import click
 
 from memdir._cli._common import (
     EXIT_FAILED,
+    base_url_option,
     choose_memory_dir,
     choose_model,
     close_model,
+    every_option,
     fail,
     json_option,
     memory_dir_option,
+    model_option,
     print_json,
+    team_option,
 )
 from memdir._cli._run import TranscriptReport, completed_turn_ends, extract_transcript
 from memdir.errors import TranscriptError
@@ -67,17 +71,11 @@ def _summary(report: TranscriptReport) -> str:
     "transcripts", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False)
 )
 @memory_dir_option
-@click.option("--model", "model_option", help="offline, anthropic:MODEL or openai:MODEL.")
-@click.option("--base-url", help="The provider's endpoint (for OpenAI-compatible servers).")
-@click.option(
-    "--every",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Run after every Nth completed turn, as a live session would.",
-)
+@model_option
+@base_url_option
+@every_option
 @click.option("--batch", is_flag=True, help="One run over everything new (cheap backfills).")
-@click.option("--team", is_flag=True, help="Also save shared team memory in team/.")
+@team_option
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @json_option
 def extract_command(

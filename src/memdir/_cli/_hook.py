@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from memdir._cli._common import memory_dir_option
+from memdir._cli._common import base_url_option, memory_dir_option, model_option
 from memdir.errors import MemdirError
 from memdir.store import default_memory_dir
 
@@ -36,8 +36,8 @@ def hook_group() -> None:
 
 @hook_group.command("claude-code")
 @memory_dir_option
-@click.option("--model", "model_option", help="offline, anthropic:MODEL or openai:MODEL.")
-@click.option("--base-url", help="The provider's endpoint (for OpenAI-compatible servers).")
+@model_option
+@base_url_option
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0),

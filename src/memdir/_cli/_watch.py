@@ -11,11 +11,15 @@ from pathlib import Path
 import click
 
 from memdir._cli._common import (
+    base_url_option,
     choose_memory_dir,
     choose_model,
     close_model,
+    every_option,
     json_option,
     memory_dir_option,
+    model_option,
+    team_option,
 )
 from memdir._cli._run import extract_transcript
 from memdir.errors import TranscriptError
@@ -43,16 +47,10 @@ def _transcripts(paths: tuple[Path, ...]) -> list[Path]:
 @click.command("watch")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @memory_dir_option
-@click.option("--model", "model_option", help="offline, anthropic:MODEL or openai:MODEL.")
-@click.option("--base-url", help="The provider's endpoint (for OpenAI-compatible servers).")
-@click.option(
-    "--every",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Run after every Nth completed turn.",
-)
-@click.option("--team", is_flag=True, help="Also save shared team memory in team/.")
+@model_option
+@base_url_option
+@every_option
+@team_option
 @click.option(
     "--interval",
     type=click.FloatRange(min=0.01),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import itertools
 import json
@@ -37,7 +38,7 @@ def sse(event: str | None, data: object) -> bytes:
     return f"{head}data: {text}\n\n".encode()
 
 
-class FakeServer:
+class FakeServer(abc.ABC):
     """What both fakes share: lifecycle, the script, recording and fault handling."""
 
     _endpoint: ClassVar[str]
@@ -182,27 +183,29 @@ class FakeServer:
 
     # Provider hooks.
 
-    def _reset_cache(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _reset_cache(self) -> None: ...
 
-    def _error_json(self, status: int, message: str, request_id: str) -> dict[str, Any]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _error_json(self, status: int, message: str, request_id: str) -> dict[str, Any]: ...
 
+    @abc.abstractmethod
     def _invalid(self, body: dict[str, Any]) -> str | None:
         """Why the provider would refuse ``body`` with a 400, or None."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def _answer(
         self, body: dict[str, Any], message: Message, number: int
     ) -> tuple[dict[str, Any], Mapping[str, Any]]:
         """The response body for ``message`` and its usage; called under the lock."""
-        raise NotImplementedError
+        ...
 
-    def _frames(self, body: dict[str, Any], response: dict[str, Any]) -> list[bytes]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _frames(self, body: dict[str, Any], response: dict[str, Any]) -> list[bytes]: ...
 
-    def _truncated_frames(self, number: int) -> list[bytes]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _truncated_frames(self, number: int) -> list[bytes]: ...
 
     # Serving.
 
