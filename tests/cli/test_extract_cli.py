@@ -209,3 +209,18 @@ def test_bundled_session_offline_saves_memories_and_never_the_key(tmp_path: Path
         assert "sk-ant-" not in file.read_text(errors="replace"), file
         if file.suffix == ".md":
             assert not contains_secret(file.read_text())
+
+
+def test_dream_waits_for_its_gates_and_force_runs_it(tmp_path: Path) -> None:
+    memory = tmp_path / "m"
+    session = write_session(tmp_path / "s.jsonl", TURNS[:2])
+    run("extract", str(session), "--memory-dir", str(memory))
+    code, out, _ = run(
+        "dream", "--memory-dir", str(memory), "--transcripts", str(tmp_path), "--json"
+    )
+    assert code == 0
+    assert json.loads(out)["ran"] is False
+    code, out, _ = run("dream", "--memory-dir", str(memory), "--force", "--json")
+    assert code == 0
+    assert json.loads(out)["ran"] is True
+    assert (memory / ".consolidate-lock").exists()

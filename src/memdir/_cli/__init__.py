@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from memdir import __version__
+from memdir._cli._dream import dream_command
 from memdir._cli._extract import extract_command
 from memdir._cli._hook import hook_group
 from memdir._cli._manage import dir_command, forget_command, ls_command, show_command
@@ -35,6 +36,7 @@ for command in (
     show_command,
     forget_command,
     dir_command,
+    dream_command,
 ):
     cli.add_command(command)
 

@@ -1,0 +1,213 @@
+"""autoDream: a periodic consolidation pass over the memory directory.
+
+Cheapest checks first, as in Claude Code: enough time since the last pass (the lock
+file's modification time), not scanned for sessions in the last ten minutes, enough
+sessions touched since the last pass (the current one excluded), and the lock. Then the
+memory agent runs with the consolidation prompt — inside the host's prompt cache when
+the host passes its request, standalone otherwise — with the same gate as extraction and
+no cap on its turns. A failure rolls the lock's time back, so the next chance comes soon.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from memdir.dream._lock import last_consolidated_at, release_failed, try_acquire
+from memdir.dream._prompt import build_consolidation_prompt
+from memdir.extract import STANDALONE_SYSTEM_PROMPT, MemorySaved, Notify, TurnContext
+from memdir.fork import CacheSafeParams, run_forked_agent
+from memdir.messages import Message
+from memdir.models import Model
+from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
+from memdir.store import ENTRYPOINT_NAME, MemoryDir
+from memdir.telemetry import Sink, emit
+from memdir.tools import ToolContext, builtin_tools
+
+__all__ = ["AutoDream", "DreamConfig", "sessions_touched_since"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DreamConfig:
+    """When consolidation runs."""
+
+    min_hours: float = 24.0
+    """Hours since the last pass before another may run."""
+    min_sessions: int = 5
+    """Sessions touched since the last pass (the current one not counted)."""
+    scan_interval_seconds: float = 600.0
+    """The least time between two looks at the sessions folder (the time gate alone would
+    pass on every turn while too few sessions have been touched)."""
+    enabled: bool = True
+    """When False, :meth:`AutoDream.maybe_run` never runs."""
+
+
+def sessions_touched_since(
+    transcript_dir: Path | None, since: float, *, exclude: str | None = None
+) -> list[str]:
+    """The ids of ``<id>.jsonl`` sessions modified after ``since`` (subagent files aside)."""
+    if transcript_dir is None:
+        return []
+    found: list[str] = []
+    try:
+        entries = list(os.scandir(transcript_dir))
+    except OSError:
+        return []
+    for entry in entries:
+        name = entry.name
+        if not name.endswith(".jsonl") or name.startswith("agent-"):
+            continue
+        session = name.removesuffix(".jsonl")
+        if session == exclude:
+            continue
+        try:
+            if entry.is_file() and entry.stat().st_mtime > since:
+                found.append(session)
+        except OSError:
+            continue
+    return sorted(found)
+
+
+class AutoDream:
+    """Consolidates one memory directory now and then.
+
+    Call :meth:`maybe_run` after a turn (it returns at once when a gate is closed) or
+    :meth:`run` to consolidate now (``memdir dream --force``).
+    """
+
+    def __init__(
+        self,
+        memory_dir: MemoryDir | str | os.PathLike[str],
+        model: Model,
+        *,
+        transcript_dir: str | os.PathLike[str] | None = None,
+        config: DreamConfig | None = None,
+        sink: Sink | None = None,
+    ) -> None:
+        self.memory_dir = memory_dir if isinstance(memory_dir, MemoryDir) else MemoryDir(memory_dir)
+        self.model = model
+        self.transcript_dir = Path(transcript_dir) if transcript_dir is not None else None
+        self.config = config or DreamConfig()
+        self.sink = sink
+        self._last_scan = float("-inf")
+
+    async def maybe_run(
+        self,
+        turn: TurnContext | None = None,
+        *,
+        current_session: str | None = None,
+        notify: Notify | None = None,
+        now: float | None = None,
+    ) -> bool:
+        """Consolidate if every gate is open; returns whether a pass ran and succeeded."""
+        if not self.config.enabled or (turn is not None and turn.is_subagent):
+            return False
+        now = time.time() if now is None else now
+        last = last_consolidated_at(self.memory_dir)
+        if (now - last) / 3600 < self.config.min_hours:
+            return False
+        if now - self._last_scan < self.config.scan_interval_seconds:
+            return False
+        self._last_scan = now
+        sessions = sessions_touched_since(self.transcript_dir, last, exclude=current_session)
+        if len(sessions) < self.config.min_sessions:
+            return False
+        return await self._consolidate(turn, sessions, notify, hours_since=(now - last) / 3600)
+
+    async def run(self, turn: TurnContext | None = None, *, notify: Notify | None = None) -> bool:
+        """Consolidate now, whatever the time and session gates say (the lock still holds)."""
+        last = last_consolidated_at(self.memory_dir)
+        sessions = sessions_touched_since(self.transcript_dir, last)
+        hours = (time.time() - last) / 3600 if last else 0.0
+        return await self._consolidate(turn, sessions, notify, hours_since=hours)
+
+    async def _consolidate(
+        self,
+        turn: TurnContext | None,
+        sessions: list[str],
+        notify: Notify | None,
+        *,
+        hours_since: float,
+    ) -> bool:
+        md = self.memory_dir
+        prior = try_acquire(md)
+        if prior is None:
+            return False
+        emit(
+            self.sink,
+            "dream.fired",
+            hours_since=round(hours_since, 2),
+            sessions_since=len(sessions),
+        )
+        started = time.monotonic()
+        prompt = build_consolidation_prompt(
+            str(md.root),
+            str(self.transcript_dir) if self.transcript_dir else None,
+            session_ids=sessions,
+        )
+        cwd = (turn.cwd if turn is not None else None) or os.getcwd()
+        tools = builtin_tools(cwd)
+        if turn is not None and turn.params is not None:
+            params, context = turn.params, list(turn.messages)
+        else:
+            definitions = [t.definition() for t in tools]
+            params = CacheSafeParams(
+                model=self.model, system=STANDALONE_SYSTEM_PROMPT, tools=definitions
+            )
+            context = []
+        try:
+            result = await run_forked_agent(
+                params,
+                context,
+                [Message.user(prompt)],
+                tools=tools,
+                can_use_tool=auto_mem_can_use_tool(md, cwd=cwd, sink=self.sink),
+                max_turns=None,
+                context=ToolContext(write_guard=memory_write_guard(md)),
+            )
+        except Exception as exc:
+            release_failed(md, prior)
+            emit(
+                self.sink,
+                "dream.failed",
+                duration_ms=int((time.monotonic() - started) * 1000),
+                error_type=type(exc).__name__,
+            )
+            return False
+        retired = _remove_empty_memories(md)
+        touched = [p for p in result.written_paths if p.name != ENTRYPOINT_NAME]
+        usage = result.usage
+        emit(
+            self.sink,
+            "dream.completed",
+            cache_read=usage.cache_read_input_tokens,
+            cache_created=usage.cache_creation_input_tokens,
+            output=usage.output_tokens,
+            sessions_reviewed=len(sessions),
+            files_touched=len(touched),
+            files_retired=len(retired),
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
+        if touched and notify is not None:
+            team = sum(1 for p in touched if md.is_team_path(p))
+            notify(MemorySaved(paths=tuple(touched), team_count=team, verb="Improved"))
+        return True
+
+
+def _remove_empty_memories(md: MemoryDir) -> list[Path]:
+    """Delete memory files the pass emptied (its way to retire them; it has no rm)."""
+    removed: list[Path] = []
+    if not md.root.is_dir():
+        return removed
+    for path in md.root.rglob("*.md"):
+        if path.name == ENTRYPOINT_NAME or path.is_symlink() or not path.is_file():
+            continue
+        try:
+            if path.stat().st_size == 0 or not path.read_text(encoding="utf-8").strip():
+                path.unlink()
+                removed.append(path)
+        except (OSError, UnicodeDecodeError):
+            continue
+    return removed

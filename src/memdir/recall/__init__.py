@@ -1,0 +1,40 @@
+"""What the main agent is given so that memory comes back in the next conversation.
+
+- :func:`memory_prompt`: the memory section of the system prompt — instructions only,
+  the same text for the same arguments, so it can be cached.
+- :func:`memory_reminder` / :func:`memory_reminder_message`: the ``MEMORY.md`` index in
+  a ``<system-reminder>``, for a user message at the start of a conversation.
+- :func:`select_relevant_memories`: the few memory files that help with a query, chosen
+  by a model or by a lexical ranking, read up to a cap and framed with their age;
+  :class:`SurfaceBudget` caps how much one session surfaces.
+"""
+
+from memdir.recall._prompt import (
+    MemoryDirLike,
+    memory_prompt,
+    memory_reminder,
+    memory_reminder_message,
+)
+from memdir.recall._select import (
+    MAX_SURFACED,
+    SESSION_SURFACE_BUDGET,
+    SURFACE_MAX_BYTES,
+    SURFACE_MAX_LINES,
+    SurfaceBudget,
+    SurfacedMemory,
+    select_relevant_memories,
+)
+
+__all__ = [
+    "MAX_SURFACED",
+    "SESSION_SURFACE_BUDGET",
+    "SURFACE_MAX_BYTES",
+    "SURFACE_MAX_LINES",
+    "MemoryDirLike",
+    "SurfaceBudget",
+    "SurfacedMemory",
+    "memory_prompt",
+    "memory_reminder",
+    "memory_reminder_message",
+    "select_relevant_memories",
+]

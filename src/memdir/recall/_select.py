@@ -1,0 +1,364 @@
+"""Relevant-memory surfacing: pick the few memory files that help with a query, and render them.
+
+Claude Code asks a small model to choose from the manifest; without a model we rank the
+files lexically (BM25), which needs no network and gives the same answer every time. The
+chosen files are read only up to a small cap and framed with a header saying how old they
+are, because a memory is an observation from one moment, not a fact about the present.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import json
+import logging
+import math
+import re
+from collections import Counter
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from memdir.errors import UsageError
+from memdir.messages import Message
+from memdir.models import Model, ModelRequest
+from memdir.recall._prompt import MemoryDirLike, as_memory_dir
+from memdir.store import MemoryHeader, format_manifest, parse_memory_file, scan_memory_files
+
+__all__ = [
+    "MAX_SURFACED",
+    "SESSION_SURFACE_BUDGET",
+    "SURFACE_MAX_BYTES",
+    "SURFACE_MAX_LINES",
+    "SurfaceBudget",
+    "SurfacedMemory",
+    "select_relevant_memories",
+]
+
+_log = logging.getLogger("memdir.recall")
+
+# 5: how many files Claude Code's relevance selector may pick per user turn.
+MAX_SURFACED = 5
+# 200 lines / 4,096 bytes: how much of each surfaced file Claude Code reads.
+SURFACE_MAX_LINES = 200
+SURFACE_MAX_BYTES = 4096
+# 60 KiB: Claude Code's MAX_SESSION_BYTES, the surfaced bytes after which it stops.
+SESSION_SURFACE_BUDGET = 60 * 1024
+
+# 256: the selector's max_tokens in Claude Code; a list of five filenames fits easily.
+_SELECTOR_MAX_TOKENS = 256
+# BM25's usual constants: term-frequency saturation and document-length normalisation.
+_BM25_K1 = 1.2
+_BM25_B = 0.75
+_DAY_SECONDS = 86_400
+
+# Words too common to tell memories apart; a short list, since the queries are short.
+_STOP_WORDS = frozenset(
+    """
+    a an and any are as at be been but by can could did do does for from had has have
+    how i if in into is it its me my no not of on or our should so than that the their
+    them then there these they this those to us was we were what when where which who
+    whom why will with would you your
+    """.split()  # noqa: SIM905 (one word list reads better than 70 quoted strings)
+)
+_WORD = re.compile(r"[a-z0-9]+")
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+@dataclass(kw_only=True)
+class SurfaceBudget:
+    """How much memory one session has surfaced so far; keep one per session.
+
+    Surfacing stops once :attr:`used` reaches :attr:`limit_bytes`, and files already in
+    :attr:`surfaced` are not offered again. Call :meth:`reset` after a compaction: the
+    messages that carried the surfaced memories are gone, so the room is free again.
+    """
+
+    limit_bytes: int = SESSION_SURFACE_BUDGET
+    """Bytes (UTF-8, of the rendered reminders) a session may surface in all."""
+    used: int = 0
+    """Bytes surfaced so far."""
+    surfaced: set[str] = field(default_factory=set)
+    """Filenames (relative to the memory directory) surfaced so far."""
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether the session has used up its budget."""
+        return self.used >= self.limit_bytes
+
+    def record(self, memory: SurfacedMemory) -> None:
+        """Count ``memory`` as surfaced."""
+        self.used += len(memory.text.encode("utf-8"))
+        self.surfaced.add(memory.filename)
+
+    def reset(self) -> None:
+        """Forget everything surfaced so far (after a compaction)."""
+        self.used = 0
+        self.surfaced.clear()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SurfacedMemory:
+    """One memory file chosen for a query, as the main agent will see it."""
+
+    filename: str
+    """The path relative to the memory directory (``team/x.md``)."""
+    path: Path
+    """The absolute path."""
+    header: str
+    """How old the memory is and where it lives. Computed once, so re-rendering the same
+    memory later gives the same bytes (and keeps a cached prefix intact)."""
+    content: str
+    """The file's text, cut to :data:`SURFACE_MAX_LINES` lines and
+    :data:`SURFACE_MAX_BYTES` bytes, with a note pointing to the Read tool when cut."""
+    text: str
+    """``header`` and ``content`` inside a ``<system-reminder>`` block."""
+
+    def message(self) -> Message:
+        """:attr:`text` as a user message marked ``is_meta`` (written by the harness)."""
+        return Message.user(self.text, is_meta=True)
+
+
+async def select_relevant_memories(
+    query: str,
+    memory_dir: MemoryDirLike,
+    model: Model | None = None,
+    already_surfaced: Collection[str] = (),
+    limit: int = MAX_SURFACED,
+    now: datetime | None = None,
+    budget: SurfaceBudget | None = None,
+    *,
+    recent_tools: Sequence[str] = (),
+) -> list[SurfacedMemory]:
+    """The memory files most useful for ``query``, at most ``limit``, read and rendered.
+
+    Candidates are the scanned memory files minus ``already_surfaced`` (filenames
+    relative to the memory directory, or absolute paths) and minus what ``budget`` has
+    recorded. With a ``model``, one small request asks it to choose from the manifest
+    (``recent_tools``, when given, lets it skip usage notes for tools that just worked);
+    any failure — a :class:`~memdir.errors.ModelError`, an answer that is not the
+    expected JSON — gives ``[]``, since surfacing is a hint and must never break a turn.
+    Without a model the files are ranked by BM25 over name, description and body, and
+    only those sharing a word with the query qualify.
+
+    A query with no whitespace (a single word, ``"continue"``, ``"yes"``) surfaces
+    nothing, as in Claude Code: it carries too little to choose by. Nothing is surfaced
+    either once ``budget`` is exhausted; what is surfaced is recorded in it, and
+    surfacing stops part-way when the budget runs out.
+
+    ``now`` (default: the current time) dates the headers: a memory older than a day
+    says how many days old it is. Raises :class:`~memdir.errors.UsageError` when
+    ``limit`` is below 1.
+    """
+    if limit < 1:
+        raise UsageError(f"limit must be at least 1, got {limit}")
+    if not query.strip() or not any(char.isspace() for char in query.strip()):
+        return []
+    if budget is not None and budget.exhausted:
+        return []
+
+    md = as_memory_dir(memory_dir)
+    excluded = set(already_surfaced) | (budget.surfaced if budget is not None else set())
+    headers = await asyncio.to_thread(scan_memory_files, md.root)
+    candidates = [h for h in headers if h.filename not in excluded and str(h.path) not in excluded]
+    if not candidates:
+        return []
+
+    if model is not None:
+        chosen = await _ask_model(model, query, candidates, limit, recent_tools)
+    else:
+        chosen = await asyncio.to_thread(_rank_bm25, query, candidates, limit)
+
+    moment = (now or datetime.now(UTC)).timestamp()
+    surfaced: list[SurfacedMemory] = []
+    for header in chosen:
+        if budget is not None and budget.exhausted:
+            break
+        memory = await asyncio.to_thread(_surface, header, moment)
+        if memory is None:
+            continue  # deleted or unreadable since the scan
+        surfaced.append(memory)
+        if budget is not None:
+            budget.record(memory)
+    return surfaced
+
+
+# --- choosing with a model ---------------------------------------------------------------
+
+_SELECTOR_SYSTEM = """\
+You choose which saved memories would help an AI assistant with a user's query. You get \
+the query and a list of memory files, one per line with its filename, date and a short \
+description.
+
+Answer with JSON only, in this shape: {{"selected_memories": ["file.md", ...]}}
+
+- Choose at most {limit} filenames, and only those that are clearly useful for this query. \
+When in doubt, leave a file out. An empty list is a perfectly good answer.
+- Use the filenames exactly as listed.
+- If recently used tools are listed, skip memories that only explain how to use those \
+tools (they are working already), but do keep memories that warn about their pitfalls or \
+known problems."""
+
+
+async def _ask_model(
+    model: Model,
+    query: str,
+    candidates: Sequence[MemoryHeader],
+    limit: int,
+    recent_tools: Sequence[str],
+) -> list[MemoryHeader]:
+    """The candidates ``model`` picks for ``query``, in its order; ``[]`` on any failure."""
+    prompt = f"Query: {query}\n\nAvailable memories:\n{format_manifest(candidates)}"
+    if recent_tools:
+        prompt += f"\n\nRecently used tools: {', '.join(recent_tools)}"
+    request = ModelRequest(
+        system=_SELECTOR_SYSTEM.format(limit=limit),
+        messages=[Message.user(prompt)],
+        params={"max_tokens": _SELECTOR_MAX_TOKENS},
+    )
+    try:
+        response = await model.request(request)
+    except Exception as exc:
+        # Whatever the provider raises, the turn goes on without surfaced memories.
+        _log.debug("memory selection failed: %s: %s", type(exc).__name__, exc)
+        return []
+    names = _parse_selection(response.message.text)
+    if names is None:
+        _log.debug("memory selection answer was not the expected JSON")
+        return []
+    by_name = {h.filename: h for h in candidates}
+    chosen: list[MemoryHeader] = []
+    for name in names:
+        header = by_name.pop(name, None)  # pop: a name given twice counts once
+        if header is not None:
+            chosen.append(header)
+    return chosen[:limit]
+
+
+def _parse_selection(text: str) -> list[str] | None:
+    """The ``selected_memories`` list in a selector's answer, or ``None`` if there is none.
+
+    The JSON may stand alone, sit in a fenced code block, or be surrounded by prose.
+    """
+    for candidate in _json_candidates(text):
+        try:
+            value: Any = json.loads(candidate)
+        except ValueError:
+            continue
+        if not isinstance(value, dict):
+            continue
+        names = value.get("selected_memories")
+        if isinstance(names, list) and all(isinstance(n, str) for n in names):
+            return list(names)
+        return None  # JSON object of the wrong shape: the model misunderstood
+    return None
+
+
+def _json_candidates(text: str) -> list[str]:
+    found = [text.strip()]
+    found += [match.group(1).strip() for match in _FENCE.finditer(text)]
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        found.append(text[start : end + 1])
+    return found
+
+
+# --- ranking without a model -------------------------------------------------------------
+
+
+def _tokens(text: str) -> list[str]:
+    return [word for word in _WORD.findall(text.lower()) if word not in _STOP_WORDS]
+
+
+def _rank_bm25(query: str, candidates: Sequence[MemoryHeader], limit: int) -> list[MemoryHeader]:
+    """The ``limit`` best candidates for ``query`` by BM25, those scoring above zero only."""
+    terms = set(_tokens(query))
+    if not terms:
+        return []
+    documents = [Counter(_tokens(_document_text(header))) for header in candidates]
+    lengths = [sum(doc.values()) for doc in documents]
+    average = sum(lengths) / len(lengths) or 1.0
+    count = len(documents)
+    scored: list[tuple[float, int]] = []
+    for index, (doc, length) in enumerate(zip(documents, lengths, strict=True)):
+        score = 0.0
+        for term in terms:
+            frequency = doc.get(term, 0)
+            if not frequency:
+                continue
+            holders = sum(1 for other in documents if term in other)
+            # The "+ 1" form of IDF stays positive even for a term in every document.
+            idf = math.log(1 + (count - holders + 0.5) / (holders + 0.5))
+            norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * length / average)
+            score += idf * frequency * (_BM25_K1 + 1) / (frequency + norm)
+        if score > 0:
+            scored.append((score, index))
+    # Highest score first; a tie keeps the scan's order, newest first.
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return [candidates[index] for _, index in scored[:limit]]
+
+
+def _document_text(header: MemoryHeader) -> str:
+    """Name, description and the start of the body: what BM25 ranks a file by."""
+    try:
+        head = _read_capped(header.path, SURFACE_MAX_BYTES)[0]
+    except OSError:
+        head = ""
+    body = parse_memory_file(head).body if head else ""
+    name = header.name or Path(header.filename).stem
+    return "\n".join((name, header.description or "", body))
+
+
+# --- reading and rendering ---------------------------------------------------------------
+
+
+def _read_capped(path: Path, max_bytes: int) -> tuple[str, bool]:
+    """The first ``max_bytes`` bytes of ``path`` as text, and whether there was more."""
+    with open(path, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    cut = len(data) > max_bytes
+    # An incremental decoder without ``final`` drops a character split by the cap instead
+    # of turning its first bytes into a replacement character.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    return decoder.decode(data[:max_bytes], final=not cut), cut
+
+
+def _surface(header: MemoryHeader, now: float) -> SurfacedMemory | None:
+    try:
+        text, cut = _read_capped(header.path, SURFACE_MAX_BYTES)
+    except OSError:
+        return None
+    lines = text.splitlines(keepends=True)
+    if len(lines) > SURFACE_MAX_LINES:
+        lines, cut = lines[:SURFACE_MAX_LINES], True
+    elif cut and len(lines) > 1:
+        lines = lines[:-1]  # the byte cap fell inside the last line: drop the fragment
+    content = "".join(lines).rstrip("\n")
+    if cut:
+        content += (
+            f"\n\n[Only the start of this memory is shown. Use the Read tool on {header.path} "
+            "to see all of it.]"
+        )
+    head = _header(header, now)
+    return SurfacedMemory(
+        filename=header.filename,
+        path=header.path,
+        header=head,
+        content=content,
+        text=f"<system-reminder>\n{head}\n\n{content}\n</system-reminder>",
+    )
+
+
+def _header(header: MemoryHeader, now: float) -> str:
+    days = max(0, math.floor((now - header.mtime) / _DAY_SECONDS))
+    if days > 1:
+        return (
+            f"This memory is {days} days old. Memories are observations from one point in "
+            "time, not live state: what it says about code, files or behaviour may have "
+            "changed since, so verify it against the current state before presenting it as "
+            f"fact.\n\nMemory: {header.path}:"
+        )
+    when = "today" if days == 0 else "yesterday"
+    return f"Memory (saved {when}): {header.path}:"
