@@ -35,17 +35,17 @@ from memdir.extract import ExtractConfig, MemoryExtractor, MemorySaved, TurnCont
 from memdir.messages import ToolResultBlock
 from memdir.models import AnthropicModel
 from memdir.permissions import memory_write_guard
+from memdir.recall import (
+    SurfaceBudget,
+    memory_prompt,
+    memory_reminder_message,
+    select_relevant_memories,
+)
 from memdir.tools import ToolContext, ToolError, builtin_tools
 
 SYSTEM_PROMPT = """\
 You are a helpful assistant for a developer, working in {cwd}.
-
-You have a persistent memory directory at {memory}. Its index, MEMORY.md, lists what you
-have learned in earlier conversations about the user, how they like to work, their projects
-and where things live; read it and the files it points to when they look relevant. A
-memory is a note from the past: check anything it says about files or code before relying
-on it. Memories are saved for you in the background after each answer, so you do not need
-to write them yourself unless the user asks you to remember or forget something."""
+Answer briefly and check files before you rely on what you remember about them."""
 
 
 async def run_agent(
@@ -65,9 +65,11 @@ async def run_agent(
     # memdir retries on its own, so the client makes one attempt per call.
     model = AnthropicModel(model_name, client=client.with_options(max_retries=0))
     tools = builtin_tools(cwd)
+    # The memory instructions are stable text, so the system prompt stays cacheable.
+    system = SYSTEM_PROMPT.format(cwd=cwd) + "\n\n" + memory_prompt(memory)
     params = CacheSafeParams(
         model=model,
-        system=SYSTEM_PROMPT.format(cwd=cwd, memory=memory.root),
+        system=system,
         tools=[tool.definition() for tool in tools],
         params={"max_tokens": 4096},
     )
@@ -77,7 +79,10 @@ async def run_agent(
     # A last check at write time: real target path and complete new text.
     context = ToolContext(write_guard=memory_write_guard(memory))
     extractor = MemoryExtractor(memory, model, ExtractConfig())
-    messages: list[Message] = []
+    # The index of what is remembered opens the conversation; topic files relevant to
+    # each question are added as it comes, within a per-session budget.
+    messages: list[Message] = [memory_reminder_message(memory)]
+    budget = SurfaceBudget()
 
     def notice(saved: MemorySaved) -> None:
         say(f"● {saved}")
@@ -91,6 +96,8 @@ async def run_agent(
                 yield line
 
     async for text in inputs():
+        relevant = await select_relevant_memories(text, memory, budget=budget)
+        messages.extend(m.message() for m in relevant)
         messages.append(Message.user(text))
         for _ in range(max_tool_rounds):
             request = ModelRequest(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -139,3 +140,49 @@ def test_example_agent_saves_memories_inside_the_parent_cache(tmp_path: Path) ->
     )
     assert fork_first.body["tools"] == parent.body["tools"]
     assert fork_first.body["system"] == parent.body["system"]
+
+
+def test_memories_come_back_in_the_next_conversation(tmp_path: Path) -> None:
+    example = load_example()
+    memory = tmp_path / "memory"
+    with FakeAnthropicServer(handler=scripted(memory)) as server:
+
+        async def chat(lines: list[str]) -> None:
+            async with AsyncAnthropic(base_url=server.base_url, api_key="test") as client:
+                await example.run_agent(
+                    client, "claude-test", memory, lines, cwd=tmp_path, say=lambda _: None
+                )
+
+        asyncio.run(
+            chat(["I'm Ana, I lead the data platform team. Always use polars, never pandas."])
+        )
+        first_conversation = len(server.requests)
+        asyncio.run(
+            chat(
+                [
+                    "Which dataframe library should I use here, polars or pandas?",
+                    "What's the weather like on the moon today?",
+                ]
+            )
+        )
+        later = server.requests[first_conversation:]
+        server.assert_no_errors()
+
+    opening = later[0].body
+    system = "".join(b["text"] for b in opening["system"])
+    assert str(memory) in system  # where memory lives and how to use it
+    assert "MEMORY.md" in system
+    reminder = json.dumps(opening["messages"][0])
+    assert "<system-reminder>" in reminder
+    assert "](user_role.md)" in reminder  # the index saved by the first conversation
+    assert "](feedback_polars.md)" in reminder
+    # The polars memory is surfaced for the dataframe question, as a file of its own...
+    asked = opening["messages"]
+    question_at = max(i for i, m in enumerate(asked) if "polars or pandas" in json.dumps(m))
+    surfaced = [json.dumps(m) for m in asked[1:question_at]]
+    assert any("never suggest pandas" in s for s in surfaced)
+    # ...and nothing more for the unrelated one.
+    weather = next(r.body for r in later if "moon" in json.dumps(r.body["messages"][-1]))
+    moon_at = len(weather["messages"]) - 1
+    between = [json.dumps(m) for m in weather["messages"][question_at + 1 : moon_at]]
+    assert not any("Memory" in s and "system-reminder" in s for s in between)

@@ -129,8 +129,6 @@ def _read_text(real: Path, virtual: str) -> str:
         return real.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ToolError(f"{virtual} does not exist") from None
-    except IsADirectoryError:
-        raise ToolError(f"{virtual} is a directory, not a file") from None
     except UnicodeDecodeError:
         raise ToolError(f"{virtual} is not UTF-8 text") from None
 

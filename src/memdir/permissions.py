@@ -122,6 +122,8 @@ def auto_mem_can_use_tool(
       directory (relative paths are taken against ``cwd``, default the working directory
       at call time), and not when the resulting file would hold a credential: never under
       ``team/``, and in private memory only if ``allow_private_secrets``;
+    - Anthropic's client-side ``memory`` tool may view, and write only inside the
+      directory (:func:`memdir.memory_tool.memory_tool_decision`);
     - everything else is denied.
 
     Denials are sent to ``sink`` as ``permission.denied`` events (tool_name, reason).
@@ -175,6 +177,17 @@ def auto_mem_can_use_tool(
             )
         if name in _WRITE_TOOLS:
             return check_write(name, tool_input)
+        if name == "memory":
+            # Anthropic's client-side memory tool: views read, the other commands write,
+            # and only inside this directory.
+            from memdir.memory_tool import memory_tool_decision  # it imports this module
+
+            decision = memory_tool_decision(
+                tool_input, md, allow_private_secrets=allow_private_secrets
+            )
+            if decision.allowed:
+                return decision
+            return deny(name, decision.reason or "invalid_input", decision.message or "")
         return deny(
             name,
             "tool_not_allowed",

@@ -224,3 +224,28 @@ def test_dream_waits_for_its_gates_and_force_runs_it(tmp_path: Path) -> None:
     assert code == 0
     assert json.loads(out)["ran"] is True
     assert (memory / ".consolidate-lock").exists()
+
+
+def test_prompt_and_recall(tmp_path: Path) -> None:
+    memory = tmp_path / "m"
+    session = write_session(tmp_path / "s.jsonl", TURNS)
+    run("extract", str(session), "--memory-dir", str(memory))
+    code, out, _ = run("prompt", "--memory-dir", str(memory))
+    assert code == 0
+    assert str(memory) in out
+    assert "<system-reminder>" in out
+    assert "user_role.md" in out
+    code, out, _ = run(
+        "recall",
+        "which dataframe library, polars or pandas?",
+        "--memory-dir",
+        str(memory),
+        "--json",
+    )
+    assert code == 0
+    files = [m["filename"] for m in json.loads(out)["memories"]]
+    assert files
+    assert "polars" in files[0]
+    code, out, _ = run("recall", "nothing matches zebra unicorn", "--memory-dir", str(memory))
+    assert code == 0
+    assert "no relevant memories" in out

@@ -280,3 +280,16 @@ def test_shell_tables_are_large_enough() -> None:
         "git log --oneline -5",
     ):
         assert needed in READ_ONLY_COMMANDS
+
+
+def test_gate_understands_the_memory_tool(tree: Path) -> None:
+    assert decide(tree, "memory", {"command": "view", "path": "/memories"}).allowed
+    create = {"command": "create", "path": "/memories/notes.md", "file_text": "hello"}
+    assert decide(tree, "memory", create).allowed
+    escape = {"command": "create", "path": "/memories/../outside/x.md", "file_text": "x"}
+    events: list[Event] = []
+    decision = decide(tree, "memory", escape, sink=events)
+    assert not decision.allowed
+    assert events[0].fields["tool_name"] == "memory"
+    leaked = {"command": "create", "path": "/memories/team/k.md", "file_text": f"k {ANTHROPIC_KEY}"}
+    assert decide(tree, "memory", leaked, allow_private_secrets=True).reason == "secret"

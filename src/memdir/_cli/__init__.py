@@ -9,6 +9,7 @@ from memdir._cli._dream import dream_command
 from memdir._cli._extract import extract_command
 from memdir._cli._hook import hook_group
 from memdir._cli._manage import dir_command, forget_command, ls_command, show_command
+from memdir._cli._recall import prompt_command, recall_command
 from memdir._cli._watch import watch_command
 
 
@@ -37,6 +38,8 @@ for command in (
     forget_command,
     dir_command,
     dream_command,
+    prompt_command,
+    recall_command,
 ):
     cli.add_command(command)
 
