@@ -249,3 +249,31 @@ def test_prompt_and_recall(tmp_path: Path) -> None:
     code, out, _ = run("recall", "nothing matches zebra unicorn", "--memory-dir", str(memory))
     assert code == 0
     assert "no relevant memories" in out
+
+
+def test_team_memory_end_to_end(tmp_path: Path) -> None:
+    memory = tmp_path / "m"
+    key = "sk-ant-api03-" + "Zt4_" * 23 + "y" + "AA"
+    turns = [
+        *TURNS,
+        "The release freeze starts next week, because the audit is due then.",
+        f"Bugs go to https://linear.example.com/acme/team/ING and the key is {key}",
+    ]
+    session = write_session(tmp_path / "s.jsonl", turns)
+    code, out, err = run("extract", str(session), "--memory-dir", str(memory), "--team", "--json")
+    assert code == 0, err
+    team_files = sorted(p.name for p in (memory / "team").glob("*.md") if p.name != "MEMORY.md")
+    private_files = sorted(p.name for p in memory.glob("*.md") if p.name != "MEMORY.md")
+    assert team_files  # shared facts went to team/
+    assert "user_role.md" in private_files  # the person stays private
+    assert (memory / "team" / "MEMORY.md").exists()
+    for file in (memory / "team").rglob("*"):
+        if file.is_file():
+            assert key not in file.read_text()
+            assert not contains_secret(file.read_text())
+    code, out, _ = run("prompt", "--memory-dir", str(memory), "--team")
+    assert code == 0
+    assert '<team-memory-content source="shared">' in out
+    assert str(memory / "team") in out
+    for name in team_files:
+        assert f"]({name})" in out
