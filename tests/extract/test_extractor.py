@@ -507,3 +507,51 @@ def test_burst_covers_every_message_exactly_once(tmp_path: Path) -> None:
     assert sum(counts) == len(host.messages)
     assert len(runs) < turns / 4
     assert "extract.error" not in rec.names()
+
+
+def test_a_memory_tool_write_by_the_host_counts_as_a_direct_write(tmp_path: Path) -> None:
+    host, ex, rec, model = setup(tmp_path)
+    create = ToolUseBlock(
+        id="m1",
+        name="memory",
+        input={"command": "create", "path": "/memories/x.md", "file_text": "x"},
+    )
+    view = ToolUseBlock(id="m2", name="memory", input={"command": "view", "path": "/memories"})
+
+    async def main() -> None:
+        ex.on_turn_end(host.turn("a", Message(role="assistant", content=(view,))))
+        await ex.drain()
+        ex.on_turn_end(host.turn("b", Message(role="assistant", content=(create,))))
+        await ex.drain()
+
+    asyncio.run(main())
+    assert rec.names() == ["extract.run", "extract.skipped_direct_write"]
+
+
+def test_the_fork_can_save_through_the_memory_tool(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    text = "---\nname: Role\ndescription: the user's role\ntype: user\n---\n\nData scientist.\n"
+
+    async def answer(request: ModelRequest) -> Message | str:
+        if not is_first_request(request):
+            return "Saved."
+        use = ToolUseBlock(
+            id="m1",
+            name="memory",
+            input={"command": "create", "path": "/memories/user_role.md", "file_text": text},
+        )
+        return Message(role="assistant", content=(use,))
+
+    host, ex, rec, model = setup(tmp_path, answer)
+    host.params = CacheSafeParams(
+        model=model, system="host", tools=[{"type": "memory_20250818", "name": "memory"}]
+    )
+
+    async def main() -> None:
+        ex.on_turn_end(host.turn(), notify=rec.notices.append)
+        await ex.drain()
+
+    asyncio.run(main())
+    assert (memory / "user_role.md").read_text() == text
+    assert rec.runs()[0].fields["memories_saved"] == 1
+    assert rec.notices[0].paths == (memory / "user_role.md",)

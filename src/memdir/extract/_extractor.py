@@ -31,6 +31,7 @@ from memdir.extract._prompts import build_extract_auto_only_prompt, build_extrac
 from memdir.extract._standalone import STANDALONE_SYSTEM_PROMPT, build_standalone_context
 from memdir.extract._types import ExtractConfig, MemorySaved, Notify, PendingTurn, TurnContext
 from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
+from memdir.memory_tool import MemoryTool
 from memdir.messages import Message, model_visible
 from memdir.models import Model
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
@@ -41,6 +42,7 @@ from memdir.tools import Tool, ToolContext, builtin_tools
 __all__ = ["MemoryExtractor"]
 
 _WRITE_TOOLS = ("Write", "Edit")
+_MEMORY_TOOL_WRITES = frozenset({"create", "str_replace", "insert", "delete", "rename"})
 
 
 class MemoryExtractor:
@@ -270,6 +272,9 @@ class MemoryExtractor:
                 path = use.input.get("file_path")
                 if use.name in _WRITE_TOOLS and self.memory_dir.is_memory_path(path, cwd=cwd):
                     return True
+                # Anthropic's memory tool works only on the memory, so any change counts.
+                if use.name == "memory" and use.input.get("command") in _MEMORY_TOOL_WRITES:
+                    return True
         return False
 
     async def _run(
@@ -343,7 +348,9 @@ class MemoryExtractor:
             allow_private_secrets=self.config.allow_private_secrets,
             sink=self.sink,
         )
-        tools = [*builtin_tools(cwd), *self._extra_tools]
+        # The memory tool runs too, for hosts built on Anthropic's client-side memory tool:
+        # their fork sees that tool's definition and may save through it.
+        tools = [*builtin_tools(cwd), MemoryTool(md), *self._extra_tools]
         context = ToolContext(
             write_guard=memory_write_guard(
                 md, allow_private_secrets=self.config.allow_private_secrets
@@ -370,7 +377,8 @@ class MemoryExtractor:
         params = CacheSafeParams(
             model=self.model,
             system=STANDALONE_SYSTEM_PROMPT,
-            tools=[tool.definition() for tool in tools],
+            # memdir's own tools only: the memory tool's definition is a provider beta.
+            tools=[tool.definition() for tool in tools if not isinstance(tool, MemoryTool)],
         )
         return await run_forked_agent(
             params,
