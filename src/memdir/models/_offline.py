@@ -22,6 +22,7 @@ from typing import Final
 
 from memdir.errors import UsageError
 from memdir.messages import Message, TextBlock, ToolUseBlock, derive_uuid, model_visible
+from memdir.models._offline_dream import answer_consolidation
 from memdir.models._offline_request import (
     ExtractionPrompt,
     ManifestEntry,
@@ -90,6 +91,9 @@ class OfflineModel:
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Answer one request of the memory agent (no I/O, no state)."""
         messages = list(request.messages)
+        dream = answer_consolidation(messages)  # the consolidation pass: its own rules
+        if dream is not None:
+            return _respond(request, dream.text, dream.calls, dream.first_id)
         prompt_at = prompt_index(messages)
         prompt = parse_extraction_prompt(messages[prompt_at].text) if prompt_at >= 0 else None
         if prompt is None:

@@ -58,8 +58,9 @@ def find_rg() -> str | None:
 
 
 def _root(tool: str, raw: str, cwd: str) -> tuple[str, os.stat_result]:
-    # Searched where the filesystem takes the path (a link/.. goes through the link).
-    root = os.path.realpath(resolve_path(tool, "path", raw, cwd))
+    # Shown as the caller spelled it, tidied; reading is allowed anywhere, so folding a
+    # "link/.." as text here cannot let anything out (writes resolve like the kernel).
+    root = os.path.normpath(resolve_path(tool, "path", raw, cwd))
     try:
         return root, os.stat(root)
     except FileNotFoundError:

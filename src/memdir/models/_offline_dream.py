@@ -1,0 +1,277 @@
+"""The offline model's consolidation ("dream") pass, by rules.
+
+Four turns, each worked out again from the request alone: ``Glob`` the memory directory,
+``Read`` every memory file and ``MEMORY.md``, ``Write`` what the rules change (retired
+files empty, merged files whole, the index), then a one-line summary. The rules:
+
+- exact duplicates (equal bodies, whitespace aside): the alphabetically first file stays,
+  the others are written empty (memdir deletes empty memory files after the pass);
+- near duplicates (same ``type``, similar descriptions or bodies): the first file stays and
+  takes the other's body lines it lacks, the other is written empty;
+- the index keeps its other lines and the pointers of the files that remain, drops those of
+  files gone or retired, and gains one for each file that had none.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from memdir.errors import UsageError
+from memdir.messages import Message
+from memdir.models._offline_request import read_results
+from memdir.models._offline_text import clip, similarity
+from memdir.store import (
+    ENTRYPOINT_NAME,
+    MAX_ENTRYPOINT_LINES,
+    MemoryFile,
+    contains_secret,
+    format_memory_file,
+    parse_memory_file,
+)
+
+__all__ = ["DreamAnswer", "answer_consolidation"]
+
+_OPENER = re.compile(
+    r"^# Memory consolidation\n\nYou are tidying the memory directory `([^`\n]+)`", re.M
+)
+_POINTER = re.compile(r"^\s*[-*]\s*\[[^\]]*\]\(([^)\s]+)\)")
+_LINE_MAX = 149  # index lines stay under 150 characters
+_TRUNCATED = "(more results truncated"
+
+_Call = tuple[str, Mapping[str, str]]
+
+
+@dataclass(frozen=True)
+class DreamAnswer:
+    """What to answer: text, tool calls, and the number of the first call's id."""
+
+    text: str
+    calls: tuple[_Call, ...] = ()
+    first_id: int = 1
+
+
+@dataclass(kw_only=True)
+class _Memory:
+    path: str
+    link: str
+    text: str | None  # None: not read whole, so left exactly as it is
+    parsed: MemoryFile | None = None
+    body: str = ""
+    new_text: str | None = None
+    absorbed: list[str] = field(default_factory=list)
+
+
+def answer_consolidation(messages: Sequence[Message]) -> DreamAnswer | None:
+    """The answer to a consolidation request, or ``None`` when the request is not one."""
+    at = _prompt_at(messages)
+    match = _OPENER.search(messages[at].text) if at >= 0 else None
+    if match is None:
+        return None
+    own = messages[at + 1 :]
+    first_id = 1 + sum(len(m.tool_uses) for m in own)
+    try:
+        text, calls = _turn(match.group(1), own)
+    except (ValueError, TypeError, KeyError, AttributeError, UsageError) as exc:
+        return DreamAnswer(f"Left the memory directory as it was ({type(exc).__name__}).")
+    return DreamAnswer(text, tuple(calls), first_id)
+
+
+def _prompt_at(messages: Sequence[Message]) -> int:
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role == "user" and not message.is_tool_result:
+            return index
+    return -1
+
+
+def _turn(memory_dir: str, own: Sequence[Message]) -> tuple[str, list[_Call]]:
+    asked = [i for i, m in enumerate(own) if m.role == "assistant"]
+    if not asked:
+        return "", [("Glob", {"pattern": "**/*.md", "path": memory_dir})]
+    pair = own[asked[-1] : asked[-1] + 2]
+    names = {u.name for u in pair[0].tool_uses}
+    if len(pair) < 2 or not names:
+        return "Nothing to consolidate.", []
+    if names == {"Glob"}:
+        return _reads(memory_dir, pair)
+    if names == {"Read"}:
+        return _decide(memory_dir, pair)
+    if "Write" in names:
+        return _summary(memory_dir, pair), []
+    return "Nothing to consolidate.", []
+
+
+def _link(path: str, memory_dir: str) -> str | None:
+    """``path`` relative to the memory directory (``/`` separated), or ``None`` outside it."""
+    if not os.path.isabs(path) or not path.endswith(".md"):
+        return None
+    rel = os.path.relpath(path, memory_dir).replace(os.sep, "/")
+    return None if rel == ".." or rel.startswith("../") else rel
+
+
+def _reads(memory_dir: str, pair: Sequence[Message]) -> tuple[str, list[_Call]]:
+    results = {r.tool_use_id: r for r in pair[1].tool_results}
+    result = results.get(pair[0].tool_uses[0].id)
+    if result is None or result.is_error:
+        return "Could not list the memory directory; nothing changed.", []
+    if _TRUNCATED in result.text:
+        return "Too many files to consolidate in one pass; nothing changed.", []
+    found = [line.strip() for line in result.text.splitlines()]
+    files = sorted(
+        (link, path)
+        for path in found
+        if (link := _link(path, memory_dir)) is not None and link != ENTRYPOINT_NAME
+    )
+    reads = [path for _, path in files] + [os.path.join(memory_dir, ENTRYPOINT_NAME)]
+    return "", [("Read", {"file_path": path}) for path in reads]
+
+
+def _same(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _merge(keeper: _Memory, other: _Memory) -> bool:
+    """Append ``other``'s body lines that ``keeper`` lacks; ``False`` when it cannot."""
+    parsed = keeper.parsed
+    if parsed is None:
+        return False
+    have = {_same(line) for line in keeper.body.splitlines()}
+    lacking = [ln for ln in other.body.splitlines() if ln.strip() and _same(ln) not in have]
+    body = keeper.body.rstrip() + "\n\n" + "\n".join(lacking) if lacking else keeper.body
+    if lacking:
+        extra = {
+            k: v for k, v in parsed.frontmatter.items() if k not in ("name", "description", "type")
+        }
+        try:
+            text = format_memory_file(
+                name=parsed.name or keeper.link.removesuffix(".md"),
+                description=parsed.description or "",
+                type=parsed.type,
+                body=body,
+                extra=extra,
+            )
+        except UsageError:
+            return False
+        if contains_secret(text):
+            return False
+        keeper.new_text, keeper.body = text, body
+    keeper.absorbed.append(other.link)
+    return True
+
+
+def _near(a: MemoryFile, b: MemoryFile) -> bool:
+    if a.type is None or a.type != b.type:
+        return False
+    described = similarity(a.description or "", b.description or "") > 0
+    return described or similarity(a.body, b.body) > 0
+
+
+def _pointer(memory: _Memory) -> str:
+    parsed = parse_memory_file(memory.new_text or memory.text or "")
+    title = (parsed.name or memory.link.removesuffix(".md")).replace("[", "(").replace("]", ")")
+    head = f"- [{clip(title, 60)}]({memory.link})"
+    room = _LINE_MAX - len(head) - 3
+    hook = clip(parsed.description or "", room) if room > 10 else ""
+    return f"{head} — {hook}" if hook else head
+
+
+def _index(old: str, remaining: Sequence[_Memory]) -> str:
+    by_link = {m.link: m for m in remaining}
+    out: list[str] = []
+    seen: set[str] = set()
+    for line in old.splitlines():
+        match = _POINTER.match(line)
+        if match is None:
+            out.append(line)
+            continue
+        link = match.group(1).removeprefix("./")
+        if link in by_link and link not in seen:
+            seen.add(link)
+            out.append(line if len(line) <= _LINE_MAX else _pointer(by_link[link]))
+    out += [_pointer(m) for m in remaining if m.link not in seen]
+    if len(out) > MAX_ENTRYPOINT_LINES:
+        out = [line for line in out if _POINTER.match(line)][:MAX_ENTRYPOINT_LINES]
+    text = "\n".join(out).strip("\n")
+    return f"{text}\n" if text else ""
+
+
+def _decide(memory_dir: str, pair: Sequence[Message]) -> tuple[str, list[_Call]]:
+    contents = read_results(pair)
+    index_path = os.path.join(memory_dir, ENTRYPOINT_NAME)
+    memories: list[_Memory] = []
+    for use in pair[0].tool_uses:
+        path = use.input.get("file_path")
+        link = _link(path, memory_dir) if isinstance(path, str) else None
+        if not isinstance(path, str) or link is None or link == ENTRYPOINT_NAME:
+            continue
+        if path in contents and not (contents[path] or "").strip():
+            continue  # gone, or empty already: memdir removes it after the pass
+        memory = _Memory(path=path, link=link, text=contents.get(path))
+        if memory.text is not None:
+            memory.parsed = parse_memory_file(memory.text)
+            memory.body = memory.parsed.body
+        memories.append(memory)
+    memories.sort(key=lambda m: m.link)
+    retired: list[_Memory] = []
+    bodies: dict[str, _Memory] = {}
+    for memory in memories:  # exact duplicates: the first name stays
+        key = _same(memory.body)
+        if memory.text is None or not key:
+            continue
+        if key in bodies:
+            bodies[key].absorbed.append(memory.link)
+            retired.append(memory)
+        else:
+            bodies[key] = memory
+    for i, keeper in enumerate(memories):  # near duplicates
+        if keeper in retired or keeper.parsed is None:
+            continue
+        for other in memories[i + 1 :]:
+            if other in retired or other.parsed is None or not other.body.strip():
+                continue
+            if _near(keeper.parsed, other.parsed) and _merge(keeper, other):
+                retired.append(other)
+    remaining = [m for m in memories if m not in retired]
+    calls: list[_Call] = [
+        ("Write", {"file_path": m.path, "content": m.new_text})
+        for m in remaining
+        if m.new_text is not None
+    ]
+    calls += [("Write", {"file_path": m.path, "content": ""}) for m in retired]
+    if index_path in contents:  # read whole (or missing): safe to rewrite
+        old = contents[index_path] or ""
+        index = _index(old, remaining)
+        if index.rstrip("\n") != old.rstrip("\n") and not contains_secret(index):
+            calls.append(("Write", {"file_path": index_path, "content": index}))
+    if not calls:
+        count = len(remaining)
+        return f"Nothing needed to change: {count} memory files, each indexed once.", []
+    return "", calls
+
+
+def _summary(memory_dir: str, pair: Sequence[Message]) -> str:
+    results = {r.tool_use_id: r for r in pair[1].tool_results}
+    retired: list[str] = []
+    merged: list[str] = []
+    failed: list[str] = []
+    indexed = False
+    for use in pair[0].tool_uses:
+        path = str(use.input.get("file_path", ""))
+        shown = _link(path, memory_dir) or path
+        result = results.get(use.id)
+        if use.name != "Write":
+            continue
+        if result is None or result.is_error:
+            failed.append(shown)
+        elif shown == ENTRYPOINT_NAME:
+            indexed = True
+        else:
+            (merged if use.input.get("content") else retired).append(shown)
+    parts = [f"Merged into {', '.join(merged)}."] if merged else []
+    parts += [f"Retired {', '.join(retired)}."] if retired else []
+    parts += [f"Re-indexed {ENTRYPOINT_NAME}."] if indexed else []
+    parts += [f"Could not write {', '.join(failed)}."] if failed else []
+    return " ".join(parts) or "Nothing changed."
