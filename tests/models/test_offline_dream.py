@@ -163,3 +163,27 @@ def test_a_memory_directory_reached_through_a_symlink(tmp_path: Path) -> None:
     (tmp_path / "home" / ".claude").symlink_to(tmp_path / "store")
     assert dream(tmp_path / "home" / ".claude" / "memory")
     assert memory_files(real) == ["user_role.md"]
+
+
+def test_distinct_facts_with_the_same_boilerplate_stay_apart(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    why = (
+        "\n\n**Why:** Stated by the user on 2026-12-02.\n"
+        "**How to apply:** Plan around it; check whether this still holds."
+    )
+    memory(
+        root,
+        "ship.md",
+        "The ingest migration ships by 2026-12-04",
+        "project",
+        "The ingest migration ships by 2026-12-04." + why,
+    )
+    memory(
+        root,
+        "freeze.md",
+        "Code freeze starts on 2026-12-07",
+        "project",
+        "Code freeze starts on 2026-12-07." + why,
+    )
+    assert dream(root)
+    assert memory_files(root) == ["freeze.md", "ship.md"]

@@ -166,7 +166,18 @@ def _near(a: MemoryFile, b: MemoryFile) -> bool:
     if a.type is None or a.type != b.type:
         return False
     described = similarity(a.description or "", b.description or "") > 0
-    return described or similarity(a.body, b.body) > 0
+    # The facts only: the **Why:** / **How to apply:** lines share boilerplate wording
+    # ("stated by the user on…") that would make unrelated memories look alike.
+    return described or similarity(_fact(a.body), _fact(b.body)) > 0
+
+
+def _fact(body: str) -> str:
+    """A memory body without its **Why:** and **How to apply:** lines."""
+    return "\n".join(
+        line
+        for line in body.splitlines()
+        if not line.lstrip().startswith(("**Why:**", "**How to apply:**"))
+    )
 
 
 def _pointer(memory: _Memory) -> str:
