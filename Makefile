@@ -1,19 +1,19 @@
 # The same commands run here and in CI (.ci/run calls `make test` through the README's command).
 PY ?= .venv/bin/python
 
-.PHONY: install check test lint format typecheck
+.PHONY: install check test lint format typecheck bench
 
 install:
 	python3 -m venv .venv
 	$(PY) -m pip install -q -e '.[dev]'
 
 lint:
-	$(PY) -m ruff check src tests examples
-	$(PY) -m ruff format --check src tests examples
+	$(PY) -m ruff check src tests examples bench
+	$(PY) -m ruff format --check src tests examples bench
 
 format:
-	$(PY) -m ruff format src tests examples
-	$(PY) -m ruff check --fix src tests examples
+	$(PY) -m ruff format src tests examples bench
+	$(PY) -m ruff check --fix src tests examples bench
 
 typecheck:
 	$(PY) -m mypy
@@ -22,3 +22,8 @@ check: lint typecheck
 
 test:
 	$(PY) -m pytest -q
+
+# Figures, not pass/fail: each script prints one JSON object with both sides measured in one run.
+bench:
+	$(PY) bench/hook_overhead.py
+	$(PY) bench/scan_scaling.py
