@@ -555,3 +555,18 @@ def test_the_fork_can_save_through_the_memory_tool(tmp_path: Path) -> None:
     assert (memory / "user_role.md").read_text() == text
     assert rec.runs()[0].fields["memories_saved"] == 1
     assert rec.notices[0].paths == (memory / "user_role.md",)
+
+
+def test_malformed_tool_input_in_the_host_conversation_does_not_block_extraction(
+    tmp_path: Path,
+) -> None:
+    host, ex, rec, model = setup(tmp_path)
+    odd = ToolUseBlock(id="m1", name="memory", input={"command": ["create"], "path": {}})
+    odd_write = ToolUseBlock(id="w1", name="Write", input={"file_path": ["x"], "content": 1})
+
+    async def main() -> None:
+        ex.on_turn_end(host.turn("a", Message(role="assistant", content=(odd, odd_write))))
+        await ex.drain()
+
+    asyncio.run(main())
+    assert rec.names() == ["extract.run"]

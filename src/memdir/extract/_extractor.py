@@ -273,7 +273,12 @@ class MemoryExtractor:
                 if use.name in _WRITE_TOOLS and self.memory_dir.is_memory_path(path, cwd=cwd):
                     return True
                 # Anthropic's memory tool works only on the memory, so any change counts.
-                if use.name == "memory" and use.input.get("command") in _MEMORY_TOOL_WRITES:
+                command = use.input.get("command")
+                if (
+                    use.name == "memory"
+                    and isinstance(command, str)
+                    and command in _MEMORY_TOOL_WRITES
+                ):
                     return True
         return False
 
