@@ -79,6 +79,8 @@ class MemoryExtractor:
         self._futures: set[concurrent.futures.Future[None]] = set()
         self._thread_loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._models_used: list[Model] = []
+        """The hosts' models the runs have called (for :meth:`close` to release)."""
 
     @property
     def turns_since_run(self) -> int:
@@ -181,10 +183,26 @@ class MemoryExtractor:
             self._futures.clear()  # what the stopped loop held will never finish
         if loop is None or thread is None:
             return
+        if thread.is_alive() and thread is not threading.current_thread():
+            # Connections opened on that loop die with it: close them while it still runs.
+            release = asyncio.run_coroutine_threadsafe(self._release_models(), loop)
+            with contextlib.suppress(Exception):
+                release.result(timeout)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout)
         if not thread.is_alive():
             loop.close()
+
+    async def _release_models(self) -> None:
+        """Let each model the runs used close what it holds for the running loop."""
+        with self._lock:
+            models = {id(model): model for model in (self.model, *self._models_used)}
+            self._models_used.clear()
+        for model in models.values():
+            aclose = getattr(model, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
 
     # --- one turn ---------------------------------------------------------------------------
 
@@ -364,6 +382,9 @@ class MemoryExtractor:
         await asyncio.to_thread(md.ensure)
         prompt_messages = [Message.user(prompt)]
         if turn.params is not None:
+            with self._lock:
+                if all(model is not turn.params.model for model in self._models_used):
+                    self._models_used.append(turn.params.model)
             return await run_forked_agent(
                 turn.params,
                 messages,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memdir.errors import ModelError, UsageError
 from memdir.messages import Message, message_from_anthropic, messages_to_anthropic
+from memdir.models._loops import LoopClients
 from memdir.models._retry import (
     RetryPolicy,
     TransientError,
@@ -117,6 +118,7 @@ class AnthropicModel:
             raise UsageError("AnthropicModel needs a model name, e.g. 'claude-sonnet-4-5'")
         self.model = model
         self.retry = retry or RetryPolicy()
+        factory: Callable[[], AsyncAnthropic] | None = None
         if client is None:
             try:
                 from anthropic import AsyncAnthropic
@@ -124,11 +126,31 @@ class AnthropicModel:
                 raise UsageError(
                     "AnthropicModel needs the anthropic package: pip install 'memdir[anthropic]'"
                 ) from exc
-            # Retries are ours (the policy above), so the client makes one attempt.
-            client = AsyncAnthropic(
-                api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
-            )
-        self.client = client
+
+            def factory() -> AsyncAnthropic:
+                # Retries are ours (the policy above), so the client makes one attempt.
+                return AsyncAnthropic(
+                    api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+                )
+
+            client = factory()
+        self._clients = LoopClients(client, factory)
+
+    @property
+    def client(self) -> AsyncAnthropic:
+        """The client of the first event loop that sent a request (or the one given).
+
+        A model that built its client gives every other loop a client of its own: a
+        connection pool cannot move between loops.
+        """
+        return self._clients.first
+
+    async def aclose(self) -> None:
+        """Close the connections this model holds for the running event loop.
+
+        A client passed to the constructor stays open: it is the caller's to close.
+        """
+        await self._clients.aclose()
 
     @property
     def name(self) -> str:
@@ -157,7 +179,7 @@ class AnthropicModel:
         import httpx2
 
         try:
-            call = self.client.messages.stream
+            call = self._clients.get().messages.stream
             async with call(**split_known(call, kwargs)) as stream:
                 final = await stream.get_final_message()
         except anthropic.APIStatusError as exc:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import uuid as _uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memdir.errors import ModelError, UsageError
 from memdir.messages import Message, messages_from_openai, messages_to_openai
+from memdir.models._loops import LoopClients
 from memdir.models._retry import (
     RetryPolicy,
     TransientError,
@@ -85,6 +86,7 @@ class OpenAIModel:
             raise UsageError("OpenAIModel needs a model name, e.g. 'gpt-4.1'")
         self.model = model
         self.retry = retry or RetryPolicy()
+        factory: Callable[[], AsyncOpenAI] | None = None
         if client is None:
             try:
                 from openai import AsyncOpenAI, OpenAIError
@@ -92,13 +94,33 @@ class OpenAIModel:
                 raise UsageError(
                     "OpenAIModel needs the openai package: pip install 'memdir[openai]'"
                 ) from exc
-            try:
-                client = AsyncOpenAI(
+
+            def factory() -> AsyncOpenAI:
+                return AsyncOpenAI(
                     api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
                 )
+
+            try:
+                client = factory()
             except OpenAIError as exc:  # no key anywhere
                 raise UsageError(f"cannot set up the OpenAI client: {exc}") from exc
-        self.client = client
+        self._clients = LoopClients(client, factory)
+
+    @property
+    def client(self) -> AsyncOpenAI:
+        """The client of the first event loop that sent a request (or the one given).
+
+        A model that built its client gives every other loop a client of its own: a
+        connection pool cannot move between loops.
+        """
+        return self._clients.first
+
+    async def aclose(self) -> None:
+        """Close the connections this model holds for the running event loop.
+
+        A client passed to the constructor stays open: it is the caller's to close.
+        """
+        await self._clients.aclose()
 
     @property
     def name(self) -> str:
@@ -123,7 +145,7 @@ class OpenAIModel:
         import openai
 
         try:
-            create = self.client.chat.completions.create
+            create = self._clients.get().chat.completions.create
             completion = await create(**split_known(create, kwargs))
         except openai.APIStatusError as exc:
             detail = f"HTTP {exc.status_code}: {exc.message}"
