@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import os
 import re
 import shutil
@@ -53,8 +54,17 @@ _META = frozenset("*?[{\\")
 
 def find_rg() -> str | None:
     """The ripgrep binary ``GrepTool`` uses by default, or ``None``."""
+    return _find_rg(os.environ.get("PATH", os.defpath))
+
+
+@functools.lru_cache(maxsize=8)
+def _find_rg(search_path: str) -> str | None:
+    # Looked up once per PATH: the extractor builds its tools on the event loop every run,
+    # and the lookup is a dozen blocking stat calls.
     # The `rg` extra installs ripgrep beside the interpreter, which need not be on PATH.
-    return shutil.which("rg") or shutil.which("rg", path=sysconfig.get_path("scripts"))
+    return shutil.which("rg", path=search_path) or shutil.which(
+        "rg", path=sysconfig.get_path("scripts")
+    )
 
 
 def _root(tool: str, raw: str, cwd: str) -> tuple[str, os.stat_result]:
