@@ -32,35 +32,49 @@ def conversation(size: int) -> tuple[Message, ...]:
     )
 
 
-async def measure(size: int, calls: int, memory_dir: str) -> dict[str, float]:
+async def measure(calls: int, memory_dir: str) -> dict[str, dict[str, float]]:
+    """Time ``on_turn_end`` for every size, the sizes taking turns call by call.
+
+    Interleaving puts each size under the same machine load, so the ratio between them
+    compares the conversations and not moments of the run.
+    """
+
     async def answer(request: ModelRequest) -> str:
         return "Nothing to save."
 
     model = FunctionModel(answer)
-    extractor = MemoryExtractor(memory_dir, model, ExtractConfig())
     params = CacheSafeParams(model=model, system="host")
-    turn = TurnContext(messages=conversation(size), params=params)
-    samples = []
-    for _ in range(calls):
-        start = time.perf_counter_ns()
-        extractor.on_turn_end(turn)
-        samples.append((time.perf_counter_ns() - start) / 1000)
-    await extractor.drain(timeout=120)
-    samples.sort()
-    return {
-        "median_us": round(statistics.median(samples), 2),
-        "p99_us": round(samples[int(len(samples) * 0.99) - 1], 2),
+    extractors = {
+        size: MemoryExtractor(f"{memory_dir}/m{size}", model, ExtractConfig()) for size in SIZES
     }
+    turns = {size: TurnContext(messages=conversation(size), params=params) for size in SIZES}
+    samples: dict[int, list[float]] = {size: [] for size in SIZES}
+    for call in range(calls):
+        shift = call % len(SIZES)  # each size goes first as often as the others
+        for size in SIZES[shift:] + SIZES[:shift]:
+            extractor, turn = extractors[size], turns[size]
+            start = time.perf_counter_ns()
+            extractor.on_turn_end(turn)
+            samples[size].append((time.perf_counter_ns() - start) / 1000)
+        await asyncio.sleep(0)  # let the runs take their turns, as between a host's turns
+    for extractor in extractors.values():
+        await extractor.drain(timeout=120)
+    results = {}
+    for size in SIZES:
+        ordered = sorted(samples[size])
+        results[str(size)] = {
+            "median_us": round(statistics.median(ordered), 2),
+            "p99_us": round(ordered[int(len(ordered) * 0.99) - 1], 2),
+        }
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
     args = parser.parse_args()
-    results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for size in SIZES:
-            results[str(size)] = asyncio.run(measure(size, args.calls, f"{tmp}/m{size}"))
+        results = asyncio.run(measure(args.calls, tmp))
     small, large = results[str(SIZES[0])], results[str(SIZES[-1])]
     print(
         json.dumps(
