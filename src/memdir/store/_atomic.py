@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,6 +25,9 @@ __all__ = ["DEFAULT_LOCK_TIMEOUT", "atomic_write", "file_lock", "lock_path", "up
 
 DEFAULT_LOCK_TIMEOUT = 10.0
 _NEW_FILE_MODE = 0o644
+# A temporary file this old belongs to a writer that died before its rename: a write takes
+# milliseconds, so an hour leaves any write still in progress elsewhere alone.
+_STALE_TEMP_SECONDS = 3600.0
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -39,13 +44,32 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _sweep_stale_temps(target: Path) -> None:
+    """Remove ``target``'s temporary files left behind by writers killed mid-write."""
+    own = re.compile(rf"\.{re.escape(target.name)}\.[A-Za-z0-9_]{{8}}\.tmp")
+    cutoff = time.time() - _STALE_TEMP_SECONDS
+    try:
+        with os.scandir(target.parent) as entries:
+            stale = [
+                entry.path
+                for entry in entries
+                if own.fullmatch(entry.name) and entry.stat(follow_symlinks=False).st_mtime < cutoff
+            ]
+    except OSError:
+        return
+    for name in stale:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
+
 def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old file or the new one.
 
     Text is written as UTF-8. Missing parent directories are created. An existing file
     keeps its permission bits; a symlink at ``path`` is replaced by a regular file rather
     than written through. Raises :class:`~memdir.errors.StoreError` on failure, with the
-    target untouched and no temporary file left behind.
+    target untouched and no temporary file left behind. A process killed mid-write can
+    still leave one; the next write of the same file removes it once it is an hour old.
     """
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
@@ -73,6 +97,7 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
             raise StoreError(f"cannot write {target}: {exc.strerror or exc}") from exc
         raise
     _fsync_dir(target.parent)
+    _sweep_stale_temps(target)
 
 
 def lock_path(path: str | os.PathLike[str]) -> Path:
