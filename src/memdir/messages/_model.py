@@ -241,7 +241,10 @@ def derive_uuid(previous: str | None, message: Message) -> str:
         ensure_ascii=False,
         default=str,
     )
-    return str(_uuid.uuid5(_UUID_NAMESPACE, f"{previous or ''}\n{payload}"))
+    # A lone surrogate (from a JSON "\ud800" escape) has no UTF-8 form: escape it rather
+    # than fail. Text that encodes as it is keeps the id it always had.
+    name = f"{previous or ''}\n{payload}".encode("utf-8", "backslashreplace").decode("utf-8")
+    return str(_uuid.uuid5(_UUID_NAMESPACE, name))
 
 
 def with_derived_uuids(messages: Sequence[Message]) -> list[Message]:

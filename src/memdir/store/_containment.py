@@ -2,10 +2,11 @@
 
 A path is inside a directory when the file the operating system would open for it lies
 inside that directory. Lexical checks are not enough: ``memory/link/../x`` goes wherever
-the symlink ``link`` points. So a candidate is resolved the way the kernel would: the
-deepest part of it that exists is passed through ``realpath`` (every symlink followed,
-``..`` applied after them), and only the part that does not exist yet — which can hold no
-symlink — is joined on lexically. Anything that cannot be resolved is outside.
+the symlink ``link`` points, and so does ``memory/new/../link/x`` once ``new`` is created.
+So a candidate is resolved one component at a time, the way creating its folders and then
+the file would: existing components through ``realpath`` (every symlink followed), missing
+ones as the folders to be made, ``..`` applied to what was reached so far. Anything that
+cannot be resolved is outside.
 """
 
 from __future__ import annotations
@@ -16,18 +17,24 @@ from pathlib import Path
 __all__ = ["is_within", "resolve_candidate"]
 
 
-def _deepest_existing(path: str) -> tuple[str, list[str]]:
-    """Split an absolute path into its longest existing prefix and the missing rest."""
-    rest: list[str] = []
-    current = path
-    while not os.path.lexists(current):
-        parent, name = os.path.split(current)
-        if parent == current:  # reached the filesystem root without finding anything
-            break
-        rest.append(name)
-        current = parent
-    rest.reverse()
-    return current, rest
+def _walk(path: str) -> str:
+    """Resolve an absolute path one component at a time, as making its folders would.
+
+    Each existing component is passed through ``realpath`` (its symlinks followed, a loop
+    or a dangling link raising), a missing one is taken as the folder that would be
+    created, and ``..`` applies to what was reached so far — so a symlink that a ``..``
+    leads back to is followed like any other.
+    """
+    current = os.sep
+    for part in path.split(os.sep):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            current = os.path.dirname(current)
+            continue
+        step = os.path.join(current, part)
+        current = os.path.realpath(step, strict=True) if os.path.lexists(step) else step
+    return current
 
 
 def resolve_candidate(path: object, *, cwd: str | os.PathLike[str] | None = None) -> Path | None:
@@ -50,10 +57,8 @@ def resolve_candidate(path: object, *, cwd: str | os.PathLike[str] | None = None
         absolute = os.path.join(base, expanded)
         if not os.path.isabs(absolute):
             return None
-        existing, rest = _deepest_existing(absolute)
         # strict=True raises on a symlink loop or a component that vanished meanwhile.
-        real = os.path.realpath(existing, strict=True)
-        joined = os.path.normpath(os.path.join(real, *rest)) if rest else real
+        joined = _walk(absolute)
     except (OSError, ValueError, RuntimeError):
         return None
     return Path(joined)

@@ -226,7 +226,9 @@ SECRET_RULES: tuple[SecretRule, ...] = (
         id="aws-secret-access-key",
         provider="AWS",
         description="Secret access key assigned to an AWS-style name",
-        pattern=r"(?i:aws[_.-]?secret[_.-]?(?:access[_.-]?)?key|secret[_.-]?access[_.-]?key)"
+        # A blank may separate the words too: "Secret access key: ..." in prose.
+        pattern=r"(?i:aws[\s_.-]?secret[\s_.-]?(?:access[\s_.-]?)?key"
+        r"|secret[\s_.-]?access[\s_.-]?key)"
         rf"[\"']?\s*(?::=|=>|[:=])\s*[\"']?(?P<secret>{_B64}{{40}})(?![\w+/=-])",
         specificity=_STRUCTURAL,
         check=_not_aws_example,

@@ -289,6 +289,15 @@ def _uniq(args: list[str]) -> bool:
     return len(operands) <= 1 and "--" not in args
 
 
+# GNU date's MMDDhhmm[[CC]YY][.ss] operand sets the system clock.
+_DATE_SETTING = re.compile(r"\d{8}(?:\d{2}){0,2}(?:\.\d{2})?")
+_date_flags = _flags(short="s", long=("--set",))
+
+
+def _date(args: list[str]) -> bool:
+    return _date_flags(args) and not any(_DATE_SETTING.fullmatch(arg) for arg in args)
+
+
 def _git_lister(letters: str, longs: frozenset[str]) -> _Check:
     """`git branch` / `git tag` that only list.
 
@@ -386,7 +395,7 @@ _COMMANDS: dict[str, _Check] = {
     "uniq": _uniq,
     "diff": _flags(long=("--output",)),
     "file": _flags(short="C", long=("--compile",)),  # -C writes magic.mgc
-    "date": _flags(short="s", long=("--set",)),
+    "date": _date,
     "base64": _flags(short="o", long=("--output",)),  # BSD base64 -o writes a file
     "tree": _flags(short="oR"),  # -R runs tree again in each directory with -o 00Tree.html
     "rg": _flags(long=("--pre", "--pre-glob", "--hostname-bin")),  # these run programs

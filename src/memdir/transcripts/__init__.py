@@ -47,7 +47,7 @@ def _first_entry(lines: list[tuple[int, str]]) -> bool:
         try:
             if is_claude_code_entry(json.loads(text)):
                 return True
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
     return False
 
@@ -83,6 +83,10 @@ def load_transcript(path: str | os.PathLike[str]) -> Transcript:
     except json.JSONDecodeError as exc:
         if head == b"[":
             raise TranscriptError(file, f"invalid JSON: {exc.msg}", line=exc.lineno) from exc
+        whole_json = False
+    except (ValueError, RecursionError) as exc:  # an over-long integer, too deep nesting
+        if head == b"[":
+            raise TranscriptError(file, f"invalid JSON: {exc}") from exc
         whole_json = False
 
     if whole_json and not is_claude_code_entry(payload):

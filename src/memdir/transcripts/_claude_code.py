@@ -101,7 +101,7 @@ def _read_nodes(
     for number, text in lines:
         try:
             entry = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             skipped.append(SkippedLine(line=number, reason="not JSON"))
             continue
         if not isinstance(entry, dict):
@@ -204,18 +204,22 @@ def _merge_responses(messages: list[Message], response_ids: list[str | None]) ->
     logged later.
     """
     out: list[Message] = []
+    parts: list[list[Any]] = []  # each slot's blocks, joined once at the end
     slot: dict[str, int] = {}
     for message, response_id in zip(messages, response_ids, strict=True):
         if message.role == "assistant" and response_id is not None and response_id in slot:
             at = slot[response_id]
-            earlier = out[at]
-            out[at] = dataclasses.replace(
-                earlier, content=earlier.content + message.content, uuid=message.uuid
-            )
+            parts[at].extend(message.content)
+            out[at] = dataclasses.replace(out[at], uuid=message.uuid)
             continue
         if message.role == "assistant" and response_id is not None:
             slot[response_id] = len(out)
         out.append(message)
+        parts.append(list(message.content))
+    out = [
+        m if len(p) == len(m.content) else dataclasses.replace(m, content=tuple(p))
+        for m, p in zip(out, parts, strict=True)
+    ]
     return _order_tool_results(out)
 
 
@@ -265,7 +269,8 @@ def _title(titles: list[Mapping[str, Any]], branch: set[str]) -> str | None:
     if custom:
         return custom[-1]
     summaries = [t for t in titles if isinstance(t.get("summary"), str) and t.get("summary")]
-    on_branch = [t for t in summaries if t.get("leafUuid") in branch]
+    leaves = [(t, t.get("leafUuid")) for t in summaries]
+    on_branch = [t for t, leaf in leaves if isinstance(leaf, str) and leaf in branch]
     chosen = (on_branch or summaries)[-1:]
     return str(chosen[0]["summary"]) if chosen else None
 
