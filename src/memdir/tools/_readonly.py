@@ -19,6 +19,7 @@ write files), ``tail -f`` (it never ends), and ``git -C`` or ``cd`` together wit
 
 from __future__ import annotations
 
+import posixpath
 import re
 import threading
 from collections.abc import Callable
@@ -194,11 +195,20 @@ def _redirect(node: Node, scan: _Scan) -> bool:
         return False
     operator, target = rest[0].type, _literal(rest[1])
     descriptor = None if fd is None else _text(fd)
-    reads = operator == "<" and descriptor is None
-    if target is None or not (reads or (operator, descriptor, target) in _SAFE_REDIRECTS):
+    # bash opens a socket for /dev/tcp/HOST/PORT and /dev/udp/...: the host name alone
+    # carries data out, so those are not reads.
+    if target is None:
+        return False
+    reads = operator == "<" and descriptor is None and not _socket_path(target)
+    if not (reads or (operator, descriptor, target) in _SAFE_REDIRECTS):
         return False
     scan.spans.extend(_span(part) for part in parts)
     return True
+
+
+def _socket_path(target: str) -> bool:
+    normal = posixpath.normpath(target)
+    return normal.startswith(("/dev/tcp", "/dev/udp", "//dev/tcp", "//dev/udp"))
 
 
 def _literal(node: Node) -> str | None:
