@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from memdir.errors import ModelError, UsageError
 from memdir.messages import Message, message_from_anthropic, messages_to_anthropic
-from memdir.models._loops import LoopClients
+from memdir.models._loops import ClientPerLoop, LoopClients
 from memdir.models._retry import (
     RetryPolicy,
     TransientError,
@@ -93,7 +93,7 @@ def _response_message(data: Mapping[str, Any]) -> Message:
     return message_from_anthropic({"role": "assistant", "content": blocks})
 
 
-class AnthropicModel:
+class AnthropicModel(ClientPerLoop["AsyncAnthropic"]):
     """A Claude model, called through the official async ``anthropic`` client.
 
     Every request gets two cache breakpoints — the last system block and the last block
@@ -135,22 +135,6 @@ class AnthropicModel:
 
             client = factory()
         self._clients = LoopClients(client, factory)
-
-    @property
-    def client(self) -> AsyncAnthropic:
-        """The client of the first event loop that sent a request (or the one given).
-
-        A model that built its client gives every other loop a client of its own: a
-        connection pool cannot move between loops.
-        """
-        return self._clients.first
-
-    async def aclose(self) -> None:
-        """Close the connections this model holds for the running event loop.
-
-        A client passed to the constructor stays open: it is the caller's to close.
-        """
-        await self._clients.aclose()
 
     @property
     def name(self) -> str:

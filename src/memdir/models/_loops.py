@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Generic, Protocol, TypeVar
 
-__all__ = ["LoopClients"]
+__all__ = ["ClientPerLoop", "LoopClients"]
 
 
 class _Closable(Protocol):
@@ -60,3 +60,25 @@ class LoopClients(Generic[C]):
             client, self.first, self._home = self.first, self._factory(), None
         if client is not None:
             await client.close()
+
+
+class ClientPerLoop(Generic[C]):
+    """The ``client`` and ``aclose`` of a model built on :class:`LoopClients`."""
+
+    _clients: LoopClients[C]
+
+    @property
+    def client(self) -> C:
+        """The client of the first event loop that sent a request (or the one given).
+
+        A model that built its client gives every other loop a client of its own: a
+        connection pool cannot move between loops.
+        """
+        return self._clients.first
+
+    async def aclose(self) -> None:
+        """Close the connections this model holds for the running event loop.
+
+        A client passed to the constructor stays open: it is the caller's to close.
+        """
+        await self._clients.aclose()

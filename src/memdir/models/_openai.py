@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from memdir.errors import ModelError, UsageError
 from memdir.messages import Message, messages_from_openai, messages_to_openai
-from memdir.models._loops import LoopClients
+from memdir.models._loops import ClientPerLoop, LoopClients
 from memdir.models._retry import (
     RetryPolicy,
     TransientError,
@@ -63,7 +63,7 @@ def _system_messages(system: SystemPrompt) -> list[dict[str, Any]]:
     return [{"role": "system", "content": text}]
 
 
-class OpenAIModel:
+class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
     """A chat model behind any OpenAI-compatible server, via the official async client.
 
     Tool calls map both ways (parallel calls included); cached prompt tokens are read
@@ -105,22 +105,6 @@ class OpenAIModel:
             except OpenAIError as exc:  # no key anywhere
                 raise UsageError(f"cannot set up the OpenAI client: {exc}") from exc
         self._clients = LoopClients(client, factory)
-
-    @property
-    def client(self) -> AsyncOpenAI:
-        """The client of the first event loop that sent a request (or the one given).
-
-        A model that built its client gives every other loop a client of its own: a
-        connection pool cannot move between loops.
-        """
-        return self._clients.first
-
-    async def aclose(self) -> None:
-        """Close the connections this model holds for the running event loop.
-
-        A client passed to the constructor stays open: it is the caller's to close.
-        """
-        await self._clients.aclose()
 
     @property
     def name(self) -> str:
