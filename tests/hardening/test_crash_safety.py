@@ -17,7 +17,8 @@ holds. After a random delay the parent kills it with SIGKILL and checks that:
    about to be written after it, and :class:`~memdir.state.StateFile` reads the same;
 4. every memory reported saved is there, with the content reported, or a later write;
 5. the temporary files that killed writes leave behind are invisible to the manifest and
-   the index (they are counted: nothing removes them);
+   the index (they are counted; a later write of the same file removes them only once
+   they are an hour old, so within this test they stay);
 
 and, after the last kill, that a child left to finish still does its work on that
 directory (no stale lock, no unreadable file in its way).
