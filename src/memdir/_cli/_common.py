@@ -88,9 +88,10 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
 
 
 async def close_model(model: Model) -> None:
-    """Close the provider client a model holds, if it has one."""
-    client = getattr(model, "client", None)
-    closer = getattr(client, "close", None)
+    """Close the connections a model holds for the running loop, if it has any."""
+    closer = getattr(model, "aclose", None)
+    if closer is None:
+        closer = getattr(getattr(model, "client", None), "close", None)
     if closer is not None:
         with contextlib.suppress(Exception):  # tidiness; it must not change the outcome
             await closer()

@@ -20,10 +20,10 @@ __all__ = ["is_within", "resolve_candidate"]
 def _walk(path: str) -> str:
     """Resolve an absolute path one component at a time, as making its folders would.
 
-    Each existing component is passed through ``realpath`` (its symlinks followed, a loop
-    or a dangling link raising), a missing one is taken as the folder that would be
-    created, and ``..`` applies to what was reached so far — so a symlink that a ``..``
-    leads back to is followed like any other.
+    A component that is a symlink is followed through ``realpath`` (a loop or a dangling
+    link raising), any other — existing, or missing and so a folder that would be made —
+    is taken as it is, and ``..`` applies to what was reached so far: a symlink that a
+    ``..`` leads back to is followed like any other.
     """
     current = os.sep
     for part in path.split(os.sep):
@@ -33,7 +33,8 @@ def _walk(path: str) -> str:
             current = os.path.dirname(current)
             continue
         step = os.path.join(current, part)
-        current = os.path.realpath(step, strict=True) if os.path.lexists(step) else step
+        # ``current`` is already resolved, so only a symlink at ``step`` itself can move it.
+        current = os.path.realpath(step, strict=True) if os.path.islink(step) else step
     return current
 
 
