@@ -108,7 +108,8 @@ async def run_forked_agent(
     (:class:`~memdir.errors.ModelError`); tool failures become error results.
 
     ``cache_point`` marks one more message (by index in ``messages``) as the end of a
-    cached prefix; a fork that shares its parent's request needs none.
+    cached prefix. A fork reads its parent's cache without one; the extractor marks the
+    parent's last message, so that the parent's next request reads what the fork wrote.
     """
     if max_turns is not None and max_turns < 1:
         raise ValueError(f"max_turns must be at least 1 or None, got {max_turns}")

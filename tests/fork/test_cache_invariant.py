@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from memdir.extract import MemoryExtractor, TurnContext
 from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
 from memdir.messages import Message
 from memdir.models import (
@@ -128,3 +129,40 @@ def test_openai_fork_reads_the_parent_cache(tmp_path: Path) -> None:
     assert cached % 128 == 0
     # Everything the parent sent is cached, up to the provider's 128-token granularity.
     assert parent_prompt - 128 < cached <= parent_prompt + 128
+
+
+def test_the_hosts_next_request_reads_the_answer_the_fork_cached(tmp_path: Path) -> None:
+    """The extractor's fork marks the host's final answer too, so the host's next request
+    reads that answer from the cache instead of writing it a second time."""
+    answer = "Here is the plan for the ingest job, step by step. " * 80  # about 1,000 tokens
+    with FakeAnthropicServer([answer, "Nothing new to save.", "Done."]) as server:
+        model = AnthropicModel(
+            "claude-test", api_key="k", base_url=server.base_url, retry=RetryPolicy(max_retries=0)
+        )
+        params = CacheSafeParams(model=model, system=SYSTEM, tools=TOOLS, params=PARAMS)
+
+        async def go() -> tuple[ModelResponse, ModelResponse]:
+            first = await model.request(
+                ModelRequest(
+                    system=SYSTEM, tools=TOOLS, messages=tuple(CONVERSATION), params=PARAMS
+                )
+            )
+            turn = (*CONVERSATION, first.message)
+            extractor = MemoryExtractor(tmp_path / "memory", model)
+            extractor.on_turn_end(TurnContext(messages=turn, params=params, cwd=str(tmp_path)))
+            await extractor.drain()
+            follow_up = (*turn, Message.user("Thanks. Add a test for it."))
+            second = await model.request(
+                ModelRequest(system=SYSTEM, tools=TOOLS, messages=follow_up, params=PARAMS)
+            )
+            await model.aclose()
+            return first, second
+
+        first, second = asyncio.run(go())
+        server.assert_no_errors()
+    assert len(server.requests) == 3
+    answer_tokens = first.usage.output_tokens
+    assert answer_tokens > 900
+    # Everything up to the answer was read; only the new question was written.
+    assert second.usage.cache_creation_input_tokens < 50
+    assert second.usage.cache_read_input_tokens > first.usage.cache_creation_input_tokens

@@ -393,6 +393,10 @@ class MemoryExtractor:
                 can_use_tool=gate,
                 max_turns=self.config.max_turns,
                 context=context,
+                # A breakpoint on the host's final answer too: the fork writes that answer
+                # to the cache anyway, and the host's next request then reads it instead of
+                # writing it again.
+                cache_point=len(messages) - 1 if messages else None,
             )
         standalone = build_standalone_context(
             messages,
