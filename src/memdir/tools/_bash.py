@@ -14,6 +14,7 @@ import asyncio
 import codecs
 import contextlib
 import copy
+import functools
 import os
 import shutil
 import signal
@@ -102,6 +103,14 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+@functools.lru_cache(maxsize=8)
+def _find_shell(search_path: str) -> str:
+    # Looked up once per PATH: the extractor builds its tools on the event loop every run.
+    return (
+        shutil.which("bash", path=search_path) or shutil.which("sh", path=search_path) or "/bin/sh"
+    )
+
+
 class BashTool:
     """``Bash``: run ``bash -c command`` (``sh -c`` without bash) in the working directory.
 
@@ -114,7 +123,7 @@ class BashTool:
 
     def __init__(self, cwd: str | os.PathLike[str]) -> None:
         self._cwd = absolute_cwd(cwd)
-        self._shell = shutil.which("bash") or shutil.which("sh") or "/bin/sh"
+        self._shell = _find_shell(os.environ.get("PATH", os.defpath))
 
     def definition(self) -> dict[str, Any]:
         """The tool as the model sees it."""
