@@ -499,6 +499,43 @@ def test_a_sync_host_reports_turns_after_close(tmp_path: Path) -> None:
             extractor.close()
 
 
+def test_close_during_a_run_abandons_it_and_leaves_no_connection(tmp_path: Path) -> None:
+    """close() while the run waits on the server: the run is stopped before the model's
+    connections are closed, so nothing is left open, and a later turn still works."""
+    script = Script()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with FakeAnthropicServer(handler=script, min_cache_tokens=0) as server:
+            model = AnthropicModel(
+                "claude-test", api_key="test-key", base_url=server.base_url, retry=FAST
+            )
+            host = Host(tmp_path, model)
+            sink = CollectingSink()
+            extractor = MemoryExtractor(host.memory, model, sink=sink)
+            try:
+                script.add("Nothing to save.")
+                script.hold_next()
+                extractor.on_turn_end(host.turn("turn one"))
+                assert script.arrived.wait(HOLD_LIMIT)
+                extractor.close()  # the run is in flight, its request unanswered
+                assert extractor.in_flight == 0
+                assert extractor.cursor is None
+                script.release.set()
+
+                script.add("Nothing to save.")
+                extractor.on_turn_end(host.turn("turn two"))
+                extractor.drain_sync(timeout=60)
+                assert sink.names() == ["extract.run"]
+                assert sink.named("extract.run")[0].fields["message_count"] == 4
+            finally:
+                script.release.set()
+                extractor.close()
+            del model, extractor
+            gc.collect()
+    leaked = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert leaked == []
+
+
 # --- faults that pass within the retry budget ---------------------------------------------
 
 TRANSIENT = {

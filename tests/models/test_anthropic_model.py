@@ -204,3 +204,23 @@ def test_request_body_is_json_as_sent() -> None:
         ask(model_for(server), REQUEST)
         recorded = server.requests[0]
     assert json.loads(recorded.raw) == recorded.body
+
+
+def test_breakpoints_skip_blocks_the_api_refuses_to_mark() -> None:
+    """A breakpoint never lands on a thinking block or an empty text block."""
+    from memdir.messages import TextBlock, ThinkingBlock
+
+    answer = Message(
+        role="assistant",
+        content=(TextBlock(text="The plan."), ThinkingBlock(thinking="more", signature="sig")),
+    )
+    request = ModelRequest(
+        system="s",
+        messages=(Message.user("plan it"), answer, Message.user("")),
+        cache_points=(1,),
+    )
+    wire = AnthropicModel("claude-test", api_key="k").wire_request(request)["messages"]
+    text, thinking = wire[1]["content"]
+    assert text["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in thinking
+    assert all("cache_control" not in block for block in wire[2]["content"])  # empty text

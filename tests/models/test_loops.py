@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -94,3 +95,66 @@ def test_a_client_passed_in_is_the_callers() -> None:
             await client.close()
 
         asyncio.run(ask())
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_asyncio_run_per_turn_closes_each_loops_client_at_its_end(provider: str) -> None:
+    """A host that never calls aclose: each loop's shutdown closes the client it used."""
+    server_type, make = PROVIDERS[provider]
+    with server_type(["one", "two", "three"], min_cache_tokens=0) as server:
+        model = make(server.base_url)
+
+        async def ask() -> Any:
+            await model.request(REQUEST)
+            assert asyncio.all_tasks() == {asyncio.current_task()}  # nothing of ours runs
+            return model._clients.get()
+
+        clients = [asyncio.run(ask()) for _ in range(3)]
+        server.assert_no_errors()
+    assert all(client.is_closed() for client in clients)
+    assert len({id(client) for client in clients}) == 3
+    state = model._clients
+    assert (state._home, state._others, state._watches) == (None, {}, {})  # no loop kept
+    assert not model.client.is_closed()  # a fresh one waits for the next loop
+
+
+def test_a_loop_closed_without_its_shutdown_is_forgotten() -> None:
+    with FakeAnthropicServer(["one", "two"], min_cache_tokens=0) as server:
+        model = PROVIDERS["anthropic"][1](server.base_url)
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(model.request(REQUEST))
+        with warnings.catch_warnings():
+            # The host closed the loop under an open connection; only the collector can
+            # release that one, with a ResourceWarning.
+            warnings.simplefilter("ignore", ResourceWarning)
+            loop.close()
+            del loop
+            answer = asyncio.run(model.request(REQUEST))  # a fresh client, not the dead one
+            gc.collect()
+        server.assert_no_errors()
+    assert answer.message.text == "two"
+    state = model._clients
+    assert (state._home, state._others, state._watches) == (None, {}, {})
+
+
+def test_a_loop_that_becomes_home_keeps_its_own_client() -> None:
+    with FakeAnthropicServer(["a", "b", "c"], min_cache_tokens=0) as server:
+        model = PROVIDERS["anthropic"][1](server.base_url)
+        first, second = asyncio.new_event_loop(), asyncio.new_event_loop()
+
+        async def ask() -> Any:
+            await model.request(REQUEST)
+            return model._clients.get()
+
+        try:
+            used = [first.run_until_complete(ask()), second.run_until_complete(ask())]
+            first.run_until_complete(model.aclose())  # the home loop lets go
+            used.append(second.run_until_complete(ask()))  # second is home now
+            second.run_until_complete(model.aclose())
+        finally:
+            for loop in (first, second):
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.close()
+        server.assert_no_errors()
+    assert used[2] is used[1]  # the second loop's pool went on serving it
+    assert all(client.is_closed() for client in used)

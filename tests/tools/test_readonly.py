@@ -68,6 +68,7 @@ ALLOWED = [
     "jq .name package.json",
     "rg --files",
     "date +%Y-%m-%d",
+    "date -u -d yesterday +%s",
     "tree -L 2",
     "du -sh .",
     "file MEMORY.md",
@@ -181,6 +182,11 @@ DENIED = [
     "rg --hostname-bin=x y",
     "date -s 2020-01-01",
     "date --set=2020-01-01",
+    "date 010100002030",  # GNU MMDDhhmm[[CC]YY]: sets the clock
+    "date -u 123123592099.59",
+    "date 1200",  # BSD [[[mm]dd]HH]MM
+    "date '12:00'",  # BusyBox hh:mm
+    "date '2030-01-01 00:00'",
     "file -C -m magic",
     "base64 -o out in",
     "printf -v x y",

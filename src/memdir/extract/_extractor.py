@@ -194,7 +194,17 @@ class MemoryExtractor:
             loop.close()
 
     async def _release_models(self) -> None:
-        """Let each model the runs used close what it holds for the running loop."""
+        """Stop the runs still on this loop, then let each model close what it holds here.
+
+        The runs go first: one still going could open a connection after its model
+        was released, and nothing could close that one once the loop has stopped.
+        """
+        current = asyncio.current_task()
+        runs = [task for task in asyncio.all_tasks() if task is not current]
+        for task in runs:
+            task.cancel()
+        if runs:
+            await asyncio.wait(runs)
         with self._lock:
             models = {id(model): model for model in (self.model, *self._models_used)}
             self._models_used.clear()
@@ -383,7 +393,10 @@ class MemoryExtractor:
         prompt_messages = [Message.user(prompt)]
         if turn.params is not None:
             with self._lock:
-                if all(model is not turn.params.model for model in self._models_used):
+                # Only the background thread's loop is stopped by close(); a host's own
+                # loop keeps its connections, and its models are the host's to close.
+                on_thread = asyncio.get_running_loop() is self._thread_loop
+                if on_thread and all(m is not turn.params.model for m in self._models_used):
                     self._models_used.append(turn.params.model)
             return await run_forked_agent(
                 turn.params,

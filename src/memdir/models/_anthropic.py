@@ -51,13 +51,29 @@ def _system_blocks(system: SystemPrompt) -> list[dict[str, Any]] | None:
     return blocks
 
 
+_UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+def _markable(block: object) -> bool:
+    # The API refuses a breakpoint on a thinking block or on an empty text block.
+    if not isinstance(block, dict):
+        return False
+    kind = block.get("type")
+    return kind not in _UNMARKABLE and not (kind == "text" and not block.get("text"))
+
+
 def _mark(message: dict[str, Any]) -> None:
-    """Put a cache breakpoint on the last block of ``message``."""
+    """Put a cache breakpoint on the last block of ``message`` that may carry one."""
     if isinstance(message.get("content"), str):
+        if not message["content"]:
+            return
         message["content"] = [{"type": "text", "text": message["content"]}]
     content = message.get("content")
-    if isinstance(content, list) and content and isinstance(content[-1], dict):
-        content[-1]["cache_control"] = dict(_EPHEMERAL)
+    if isinstance(content, list):
+        for block in reversed(content):
+            if _markable(block):
+                block["cache_control"] = dict(_EPHEMERAL)
+                return
 
 
 def _wire_messages(messages: Sequence[Message], points: Sequence[int] = ()) -> list[dict[str, Any]]:

@@ -48,13 +48,15 @@ def _sweep_stale_temps(target: Path) -> None:
     """Remove ``target``'s temporary files left behind by writers killed mid-write."""
     own = re.compile(rf"\.{re.escape(target.name)}\.[A-Za-z0-9_]{{8}}\.tmp")
     cutoff = time.time() - _STALE_TEMP_SECONDS
+    stale = []
     try:
         with os.scandir(target.parent) as entries:
-            stale = [
-                entry.path
-                for entry in entries
-                if own.fullmatch(entry.name) and entry.stat(follow_symlinks=False).st_mtime < cutoff
-            ]
+            for entry in entries:
+                if not own.fullmatch(entry.name):
+                    continue
+                with contextlib.suppress(OSError):  # gone meanwhile: nothing to do
+                    if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                        stale.append(entry.path)
     except OSError:
         return
     for name in stale:

@@ -299,8 +299,10 @@ def _uniq(args: list[str]) -> bool:
     return len(operands) <= 1 and "--" not in args
 
 
-# GNU date's MMDDhhmm[[CC]YY][.ss] operand sets the system clock.
-_DATE_SETTING = re.compile(r"\d{8}(?:\d{2}){0,2}(?:\.\d{2})?")
+# An operand of digits (GNU MMDDhhmm[[CC]YY][.ss], BSD [[[mm]dd]HH]MM[[cc]yy][.ss],
+# BusyBox hh:mm or YYYY-MM-DD hh:mm) sets the system clock. Refusing every such argument
+# also refuses a harmless ``date -d 2024-01-01``; the model can quote a format instead.
+_DATE_SETTING = re.compile(r"@?[\d.:\- ]*\d[\d.:\- ]*")
 _date_flags = _flags(short="s", long=("--set",))
 
 
