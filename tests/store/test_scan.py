@@ -232,14 +232,14 @@ def test_file_deleted_after_listing_is_skipped(
     gone_before_read = _memory(tmp_path, "c.md", mtime=BASE_TIME - 2)
     real_stat, real_read = _scan._stat_mtime, _scan._read_head
 
-    def stat_after_delete(path: Path) -> float:
-        if path == gone_before_stat:
-            path.unlink()
+    def stat_after_delete(path: str) -> float:
+        if path == str(gone_before_stat):
+            gone_before_stat.unlink()
         return real_stat(path)
 
-    def read_after_delete(path: Path) -> str:
-        if path == gone_before_read:
-            path.unlink()
+    def read_after_delete(path: str) -> str:
+        if path == str(gone_before_read):
+            gone_before_read.unlink()
         return real_read(path)
 
     monkeypatch.setattr(_scan, "_stat_mtime", stat_after_delete)
@@ -252,9 +252,9 @@ def test_unreadable_file_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     locked = _memory(tmp_path, "locked.md", mtime=BASE_TIME - 1)
     real_read = _scan._read_head
 
-    def deny(path: Path) -> str:
-        if path == locked:
-            raise PermissionError(13, "Permission denied", str(path))
+    def deny(path: str) -> str:
+        if path == str(locked):
+            raise PermissionError(13, "Permission denied", path)
         return real_read(path)
 
     monkeypatch.setattr(_scan, "_read_head", deny)

@@ -65,8 +65,10 @@ def scan_memory_files(root: Path, *, limit: int = _DEFAULT_LIMIT) -> list[Memory
     """
     if limit < 1:
         raise UsageError(f"limit must be at least 1, got {limit}")
-    base = Path(os.path.abspath(root))
-    stamped: list[tuple[float, str, Path]] = []
+    base = os.path.abspath(root)
+    # Plain strings until a file is kept: most of a large directory is only listed and
+    # stat-ed, and making a Path for each entry would cost more than the stat.
+    stamped: list[tuple[float, str, str]] = []
     for filename, path in _list_memory_files(base):
         try:
             mtime = _stat_mtime(path)
@@ -85,7 +87,7 @@ def scan_memory_files(root: Path, *, limit: int = _DEFAULT_LIMIT) -> list[Memory
         headers.append(
             MemoryHeader(
                 filename=filename,
-                path=path,
+                path=Path(path),
                 mtime=mtime,
                 name=parsed.name,
                 description=parsed.description,
@@ -112,16 +114,16 @@ def format_manifest(headers: Sequence[MemoryHeader]) -> str:
     return "\n".join(lines)
 
 
-def _list_memory_files(base: Path) -> list[tuple[str, Path]]:
+def _list_memory_files(base: str) -> list[tuple[str, str]]:
     """``(relative posix name, absolute path)`` of every memory file, walked without recursion."""
-    found: list[tuple[str, Path]] = []
-    pending: list[tuple[str, Path]] = [("", base)]
+    found: list[tuple[str, str]] = []
+    pending: list[tuple[str, str]] = [("", base)]
     while pending:
         prefix, directory = pending.pop()
         try:
             with os.scandir(directory) as entries:
                 for entry in entries:
-                    _sort_entry(entry, prefix, directory, pending, found)
+                    _sort_entry(entry, prefix, pending, found)
         except OSError:
             # Missing root, a directory deleted mid-walk, or one we may not list: the
             # manifest is a hint for the model, so it shows what can be seen.
@@ -132,9 +134,8 @@ def _list_memory_files(base: Path) -> list[tuple[str, Path]]:
 def _sort_entry(
     entry: os.DirEntry[str],
     prefix: str,
-    directory: Path,
-    pending: list[tuple[str, Path]],
-    found: list[tuple[str, Path]],
+    pending: list[tuple[str, str]],
+    found: list[tuple[str, str]],
 ) -> None:
     """File ``entry`` as a directory to walk, a memory file, or nothing."""
     relative = f"{prefix}{entry.name}"
@@ -144,22 +145,22 @@ def _sort_entry(
         if entry.is_symlink():
             return
         if entry.is_dir(follow_symlinks=False):
-            pending.append((f"{relative}/", directory / entry.name))
+            pending.append((f"{relative}/", entry.path))
         elif (
             entry.is_file(follow_symlinks=False)
             and entry.name.endswith(".md")
             and entry.name != ENTRYPOINT_NAME
         ):
-            found.append((relative, directory / entry.name))
+            found.append((relative, entry.path))
     except OSError:
         return
 
 
-def _stat_mtime(path: Path) -> float:
+def _stat_mtime(path: str) -> float:
     return os.lstat(path).st_mtime
 
 
-def _read_head(path: Path) -> str:
+def _read_head(path: str) -> str:
     """The first :data:`FRONTMATTER_MAX_LINES` lines of ``path``, and nothing more."""
     lines: list[str] = []
     budget = _HEAD_MAX_CHARS
