@@ -375,6 +375,31 @@ def test_anthropic_reset_cache_and_marker_limit() -> None:
     run(scenario())
 
 
+@pytest.mark.parametrize(
+    ("block", "refusal"),
+    [
+        ({"type": "text", "text": ""}, "cannot be set for empty text blocks"),
+        ({"type": "thinking", "thinking": "t", "signature": "s"}, "cannot be set for thinking"),
+    ],
+    ids=["empty-text", "thinking"],
+)
+def test_anthropic_refuses_a_marker_where_the_api_does(block: dict[str, Any], refusal: str) -> None:
+    marked = {**block, "cache_control": {"type": "ephemeral"}}
+    messages = [
+        turn("user", "Plan it."),
+        {"role": "assistant", "content": [text("The plan."), marked]},
+        turn("user", "Go on."),
+    ]
+
+    async def scenario() -> None:
+        async with FakeAnthropicServer(["a"]) as server:
+            with pytest.raises(anthropic.BadRequestError, match=refusal):
+                await usage_of(server, messages=messages)
+            assert server.unused == 1
+
+    run(scenario())
+
+
 # The OpenAI cache.
 
 

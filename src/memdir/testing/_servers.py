@@ -37,6 +37,23 @@ from memdir.testing._script import Fault, Handler, RecordedRequest, Reply
 __all__ = ["FakeAnthropicServer", "FakeOpenAIServer", "Fault", "RecordedRequest", "Reply"]
 
 
+def _refused_marker(messages: list[Any]) -> str | None:
+    """The API's refusal of a ``cache_control`` on a block that cannot carry one."""
+    for index, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            continue
+        for position, block in enumerate(content):
+            if not isinstance(block, dict) or "cache_control" not in block:
+                continue
+            where = f"messages.{index}.content.{position}"
+            if block.get("type") in ("thinking", "redacted_thinking"):
+                return f"{where}: cache_control cannot be set for thinking blocks"
+            if block.get("type") == "text" and not block.get("text"):
+                return f"{where}.text: cache_control cannot be set for empty text blocks"
+    return None
+
+
 class FakeAnthropicServer(FakeServer):
     """A fake Anthropic Messages API: ``POST /v1/messages`` on 127.0.0.1.
 
@@ -79,6 +96,9 @@ class FakeAnthropicServer(FakeServer):
             return "max_tokens: Field required"
         if not isinstance(body.get("messages"), list):
             return "messages: Field required"
+        refused = _refused_marker(body["messages"])
+        if refused is not None:
+            return refused
         markers = self._cache.breakpoints(body)
         if markers > MAX_BREAKPOINTS:
             return (
