@@ -26,6 +26,9 @@ class Usage:
     """Input tokens served from the prompt cache."""
     cache_creation_input_tokens: int = 0
     """Input tokens written to the prompt cache."""
+    cache_creation_1h_input_tokens: int = 0
+    """Of :attr:`cache_creation_input_tokens`, those written with the one-hour lifetime
+    (Anthropic's ``ttl: "1h"``, billed at twice the input price rather than 1.25 times)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -34,6 +37,9 @@ class Usage:
             cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
             cache_creation_input_tokens=(
                 self.cache_creation_input_tokens + other.cache_creation_input_tokens
+            ),
+            cache_creation_1h_input_tokens=(
+                self.cache_creation_1h_input_tokens + other.cache_creation_1h_input_tokens
             ),
         )
 
