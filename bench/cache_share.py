@@ -1,72 +1,78 @@
-"""What the memory agent costs when it shares the host agent's prompt cache, and without.
+"""What the memory agent costs beside a tool-heavy coding agent, under the real cache rules.
 
-A coding agent (a system prompt of a few thousand tokens, the builtin tools plus two of
-its own) holds a conversation of ``--turns`` turns through ``AnthropicModel`` against
-``FakeAnthropicServer``; some turns read a file or run the tests before answering. After
-every turn ``MemoryExtractor.on_turn_end`` gets the host's request (``CacheSafeParams``)
-and is drained, so each turn gets its own run. The fork writes a memory on some turns
-(one ``Write``, then a closing line) and answers "Nothing new to save." on the others.
+A coding agent (a system prompt of about 3,500 tokens, memdir's six tools plus two of its
+own) holds a ``--turns``-turn session through ``AnthropicModel`` against
+``FakeAnthropicServer``, which caches by Anthropic's rules on a clock the run moves: a
+20-block look-back, the model's minimum prefix, entries that expire after 5 idle minutes,
+earlier thinking blocks dropped by the models that drop them. Every turn makes two to five
+rounds of tool calls (file reads of 60 to 110 lines, test runs) before its answer, and the
+turns are half a minute to twenty minutes apart (a fixed, seeded schedule; one in five over
+five minutes). After every turn ``MemoryExtractor.on_turn_end`` gets the host's request and
+is drained. The memory model saves a memory on one turn in four (a Write and the index
+Edit, one request) and answers "Nothing new to save." on the others.
 
-Side by side, in the same run and with the same replies:
+Side by side, each in a run of its own with the same host and replies:
 
-- ``main_agent``: the host's own requests;
-- ``fork_shared``: the memory agent inside the host's cache (the extractor, as shipped);
-- ``fork_unshared``: the same prompt and replies through ``run_forked_agent`` without
-  sharing: memdir's standalone system prompt and tool definitions, and the whole
-  transcript rendered into ONE user message, on a server of its own (its own system and
-  tools prefix may be cached across runs; the transcript never is);
-- ``standalone``: ``MemoryExtractor`` with ``TurnContext(params=None)``, which caches
-  across its own runs (informational).
+- ``host``: the coding agent's own requests (what memory is measured against);
+- ``memdir_auto``: the extractor as shipped, the planner choosing per run;
+- ``memdir_fork`` and ``memdir_standalone``: the two ways forced;
+- ``fresh_agent``: the best a user could do without memdir's planner and window: a
+  memory agent of its own, sent the whole conversation as messages after a fixed system
+  prompt and tools, with breakpoints where its previous run ended and where this one
+  ends, so every run reads the last one's cache.
 
-Usage comes from the fake server's recorded requests (the ``usage`` it reported for each,
-exact), split into host and fork requests by the extraction prompt; the fork's sums are
-checked against the ``extract.run`` telemetry events. The fork's cache writes are what
-no earlier request held: its extraction prompt and the turn's final answer (and, after a
-``Write``, its own tool call and result). Cost is in billed-token equivalents of the
-input price: cache read 0.1, cache write 1.25, plain input 1, output 5. Tokens are the
-fake's estimate, characters / 4.
+Three variants: claude-sonnet-4-5 without thinking; the same with thinking (which that
+model drops from earlier turns); claude-opus-4-5 with thinking (kept). Usage is the
+server's own report of each request, split by memdir's prompt; the memory sides are
+checked against the ``extract.run`` telemetry. Cost is in billed-token equivalents of the
+input price: cache read 0.1, cache write 1.25 (1 h: 2), input 1, output 5.
 
-    python bench/cache_share.py [--turns 50]
+    python bench/cache_share.py [--turns 40]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
-import re
+import random
+import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memdir.extract import (
-    STANDALONE_SYSTEM_PROMPT,
-    ExtractConfig,
-    MemoryExtractor,
-    TurnContext,
-)
-from memdir.extract._standalone import build_standalone_context
+from _scripted import Save, is_memory_request, parse_memory_request, save_calls
+from memdir.cost import bill, model_family
+from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
+from memdir.extract._prompts import extract_prompt_parts
+from memdir.extract._standalone import render, standalone_system_prompt
 from memdir.fork import CacheSafeParams, run_forked_agent
-from memdir.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from memdir.models import AnthropicModel, ModelRequest, RetryPolicy
+from memdir.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from memdir.models import AnthropicModel, ModelRequest, RetryPolicy, Usage
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
+from memdir.store import MemoryDir, format_manifest
 from memdir.telemetry import CollectingSink
-from memdir.testing import FakeAnthropicServer, RecordedRequest, Reply
-from memdir.tools import ToolContext, builtin_tools
+from memdir.testing import FakeAnthropicServer, FakeClock, RecordedRequest
+from memdir.tools import FileStamp, ToolContext, builtin_tools
 
-PROMPT_HEAD = "# Memory update"
-"""How the extraction prompt starts (memdir.extract._prompts): it marks a fork request."""
-MEMORY_DIR_LINE = re.compile(r"The memory directory is `([^`]+)`\.")
-WEIGHTS = {
-    "input_tokens": 1.0,
-    "cache_read_input_tokens": 0.1,
-    "cache_creation_input_tokens": 1.25,
-    "output_tokens": 5.0,
+SEED = 20261203
+MODES = ("auto", "fork", "standalone")
+VARIANTS = {
+    "sonnet-4-5": ("claude-sonnet-4-5", False),
+    "sonnet-4-5-thinking": ("claude-sonnet-4-5", True),
+    "opus-4-5-thinking": ("claude-opus-4-5", True),
 }
-USAGE_KEYS = tuple(WEIGHTS)
-PARAMS: dict[str, Any] = {"max_tokens": 8192, "temperature": 0.2}
+THINKING = {"type": "enabled", "budget_tokens": 2048}
+USAGE_KEYS = (
+    "input_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "output_tokens",
+)
 
 # --- the host -----------------------------------------------------------------------------
 
@@ -269,20 +275,26 @@ _CUES = (
 
 
 def saves_memory(turn: int) -> bool:
-    """The turns whose user message holds something worth remembering."""
-    return turn % 5 == 2
+    """The turns whose user message holds something worth remembering: one in four."""
+    return turn % 4 == 1
 
 
-def tool_for(turn: int) -> str | None:
-    """The host tool the main agent calls before answering on ``turn``, if any."""
-    return ("Read", "run_tests", None)[turn % 3]
+def rounds(turn: int) -> int:
+    """How many rounds of tool calls the host makes before answering (2 to 5)."""
+    return 2 + (turn * 7) % 4
+
+
+def calls_in_round(turn: int, step: int) -> list[str]:
+    """The tools of one round: one or two calls, reads more often than test runs."""
+    first = ("Read", "Grep", "Read", "run_tests", "Read")[(turn + step) % 5]
+    return [first, "Read"] if (turn + step) % 3 == 0 else [first]
 
 
 def user_text(turn: int) -> str:
     area = _AREAS[turn % len(_AREAS)]
     text = _ASKS[turn % len(_ASKS)].format(area=area)
     if saves_memory(turn):
-        text += " " + _CUES[(turn // 5) % len(_CUES)].format(area=area)
+        text += " " + _CUES[(turn // 4) % len(_CUES)].format(area=area)
     return text
 
 
@@ -302,299 +314,375 @@ def answer_text(turn: int) -> str:
     return "\n\n".join(steps[: 2 + turn % 3])
 
 
-def tool_output(turn: int, name: str) -> str:
-    """What the host's tool returned: a source file, or a test run."""
+def tool_output(turn: int, step: int, name: str) -> str:
+    """What the host's tool returned: a source file, matches, or a test run."""
     if name == "Read":
         lines = [
-            f"{n:>5}\tdef step_{turn}_{n}(batch, *, timeout=30):  "
+            f"{n:>5}\tdef step_{turn}_{step}_{n}(batch, *, timeout=30):  "
             f"# part {n} of the pipeline stage for record batches"
-            for n in range(1, 40 + turn % 20)
+            for n in range(1, 60 + (turn * 13 + step * 7) % 50)
         ]
         return "\n".join(lines)
+    if name == "Grep":
+        return "\n".join(
+            f"src/acme/stage_{turn}_{n}.py:{10 * n}: def handle_batch_{n}(records):"
+            for n in range(1, 25)
+        )
     lines = [f"tests/test_stage_{turn}.py::test_case_{n} PASSED" for n in range(1, 15 + turn % 10)]
     lines.append(f"tests/test_stage_{turn}.py::test_large_batch FAILED: timeout after 30s")
     lines.append(f"==== 1 failed, {14 + turn % 10} passed in 41.2s ====")
     return "\n".join(lines)
 
 
-def tool_call(turn: int, name: str) -> ToolUseBlock:
+def tool_call(turn: int, step: int, index: int, name: str) -> ToolUseBlock:
     arguments: dict[str, Any]
     if name == "Read":
-        arguments = {"file_path": f"/home/dev/acme/src/stage_{turn}.py"}
+        arguments = {"file_path": f"/home/dev/acme/src/stage_{turn}_{step}_{index}.py"}
+    elif name == "Grep":
+        arguments = {"pattern": f"def handle_batch_{turn}", "path": "/home/dev/acme/src"}
     else:
         arguments = {"target": f"tests/test_stage_{turn}.py", "verbose": True}
-    return ToolUseBlock(id=f"toolu_host_{turn:03d}", name=name, input=arguments)
+    return ToolUseBlock(id=f"toolu_host_{turn:03d}_{step}_{index}", name=name, input=arguments)
 
 
-# --- the fake model -------------------------------------------------------------------------
+def pauses(count: int) -> list[float]:
+    """Seconds before each turn: mostly under four minutes, one in five over five."""
+    rng = random.Random(SEED)
+    out = [0.0]
+    for _ in range(count - 1):
+        long = rng.random() < 0.2
+        out.append(rng.uniform(330.0, 1200.0) if long else rng.uniform(30.0, 240.0))
+    return out
 
 
-def _text_of(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    return "\n".join(
-        b["text"] for b in content or [] if isinstance(b, dict) and b.get("type") == "text"
-    )
+# --- the scripted model --------------------------------------------------------------------
 
 
-def _is_tool_result(message: Mapping[str, Any]) -> bool:
-    content = message.get("content")
-    return isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-    )
-
-
-def is_fork_request(body: Mapping[str, Any]) -> bool:
-    """Whether ``body`` is the memory agent's: one of its user messages is the prompt."""
-    return any(
-        m.get("role") == "user" and _text_of(m).startswith(PROMPT_HEAD) for m in body["messages"]
+def _thought(text: str) -> ThinkingBlock:
+    return ThinkingBlock(
+        thinking=text, signature="sig-" + hashlib.sha256(text.encode()).hexdigest()[:16]
     )
 
 
 class Replies:
-    """Answers every side alike; ``turn`` is the host turn being processed."""
+    """Answers every side alike: the host by its script, the memory agent as a good one."""
 
-    def __init__(self) -> None:
+    def __init__(self, thinking: bool) -> None:
         self.turn = 0
+        self.step = 0
+        self.thinking = thinking
 
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        messages = body["messages"]
-        if is_fork_request(body):
-            return self._fork(messages)
-        name = tool_for(self.turn)
-        if name is None or _is_tool_result(messages[-1]):
-            return answer_text(self.turn)
-        intro = TextBlock(text=f"Let me look at that first ({name}).")
-        return Message(role="assistant", content=(intro, tool_call(self.turn, name)))
+    def __call__(self, body: dict[str, Any]) -> Message | str:
+        if is_memory_request(body):
+            return self._memory(body)
+        if self.step >= rounds(self.turn):
+            return self._with_thought(TextBlock(text=answer_text(self.turn)))
+        names = calls_in_round(self.turn, self.step)
+        calls = [tool_call(self.turn, self.step, i, n) for i, n in enumerate(names)]
+        self.step += 1
+        return self._with_thought(TextBlock(text="Let me look first."), *calls)
 
-    def _fork(self, messages: Sequence[Mapping[str, Any]]) -> Reply:
-        name = f"note_turn_{self.turn:03d}.md"
-        if _is_tool_result(messages[-1]):
-            return f"Saved {name}."
-        if not saves_memory(self.turn):
-            return "Nothing new to save."
-        found = MEMORY_DIR_LINE.search(_text_of(messages[-1]))
-        if found is None:
-            raise ValueError("the extraction prompt names no memory directory")
-        body = (
-            f"---\nname: Note from turn {self.turn}\n"
-            f"description: What the user said about their work in turn {self.turn}\n"
-            f"type: feedback\n---\n\n{user_text(self.turn)}\n\n"
-            "**Why:** the user said so explicitly.\n"
-            "**How to apply:** whenever this part of the project comes up.\n"
+    def _with_thought(self, *blocks: TextBlock | ToolUseBlock) -> Message:
+        if not self.thinking:
+            return Message(role="assistant", content=blocks)
+        thought = _thought(
+            f"Turn {self.turn}, step {self.step}: what do I know, what do I still need to "
+            "check, which file holds the call path, and is the test output consistent "
+            "with the slow query I suspect? " * 6
         )
-        write = ToolUseBlock(
-            id=f"toolu_mem_{self.turn:03d}",
-            name="Write",
-            input={"file_path": f"{found.group(1)}/{name}", "content": body},
-        )
-        intro = TextBlock(text="One thing here is worth keeping.")
-        return Message(role="assistant", content=(intro, write))
+        return Message(role="assistant", content=(thought, *blocks))
+
+    def _memory(self, body: dict[str, Any]) -> Message | str:
+        request = parse_memory_request(body)
+        wanted = [
+            t
+            for t in range(self.turn + 1)
+            if saves_memory(t) and any(user_text(t) == text for text in request.new_texts)
+        ]
+        if not wanted or request.turn > 1:
+            reply: Message | str = "Nothing new to save."
+        else:
+            saves = [
+                Save(
+                    filename=f"feedback_turn_{t:03d}.md",
+                    title=f"Note from turn {t}",
+                    type="feedback",
+                    description=f"what the user asked for in turn {t}",
+                    body=user_text(t),
+                )
+                for t in wanted
+            ]
+            reply = save_calls(request, saves)
+        if self.thinking and body.get("thinking"):
+            # Thinking stays on in a fork (the host's parameters), so its answers think too.
+            thought = _thought("Is anything here worth keeping for a later conversation? " * 3)
+            if isinstance(reply, str):
+                return Message(role="assistant", content=(thought, TextBlock(text=reply)))
+            return Message(role="assistant", content=(thought, *reply.content))
+        return reply
 
 
-# --- accounting -----------------------------------------------------------------------------
+# --- the sides --------------------------------------------------------------------------------
 
 
-def totals(requests: Sequence[RecordedRequest]) -> dict[str, Any]:
-    """Token sums, request count, billed-token cost and cache-read share of ``requests``."""
-    sums = dict.fromkeys(USAGE_KEYS, 0)
-    for request in requests:
-        if request.usage is None:
-            raise RuntimeError(f"a request was answered {request.status}, without usage")
-        for key in USAGE_KEYS:
-            sums[key] += int(request.usage.get(key) or 0)
-    cost = sum(WEIGHTS[key] * sums[key] for key in USAGE_KEYS)
-    prompt = sums["input_tokens"] + sums["cache_read_input_tokens"]
-    prompt += sums["cache_creation_input_tokens"]
-    return {
-        "requests": len(requests),
-        **sums,
-        "cache_read_share": round(sums["cache_read_input_tokens"] / prompt, 4) if prompt else 0.0,
-        "cost_billed_tokens": round(cost, 1),
-    }
-
-
-def telemetry_totals(sink: CollectingSink) -> dict[str, int]:
-    runs = sink.named("extract.run")
-    return {key: sum(int(e.fields[key]) for e in runs) for key in USAGE_KEYS}
-
-
-def one_message_transcript(messages: Sequence[Message]) -> Message:
-    """The whole conversation as one user message, rendered as the standalone mode does."""
-    config = ExtractConfig()
-    rendered = build_standalone_context(
-        messages,
-        cursor_index=0,
-        budget_tokens=config.context_budget_tokens,
-        tool_result_chars=config.tool_result_chars,
-    ).messages
-    parts = [f"{'User' if m.role == 'user' else 'Assistant'}:\n{m.text}" for m in rendered]
-    return Message.user("# Conversation\n\n" + "\n\n".join(parts))
-
-
-# --- the run ------------------------------------------------------------------------------
-
-
-def anthropic(server: FakeAnthropicServer) -> AnthropicModel:
-    return AnthropicModel(
-        "claude-bench", api_key="k", base_url=server.base_url, retry=RetryPolicy(max_retries=0)
+def usage_of(recorded: RecordedRequest) -> Usage:
+    if recorded.usage is None:
+        raise RuntimeError(f"a request was answered {recorded.status}, without usage")
+    usage = recorded.usage
+    breakdown = usage.get("cache_creation") or {}
+    return Usage(
+        input_tokens=int(usage.get("input_tokens") or 0),
+        output_tokens=int(usage.get("output_tokens") or 0),
+        cache_read_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
+        cache_creation_input_tokens=int(usage.get("cache_creation_input_tokens") or 0),
+        cache_creation_1h_input_tokens=int(breakdown.get("ephemeral_1h_input_tokens") or 0),
     )
 
 
-async def measure(turns: int, root: Path) -> dict[str, Any]:
-    cwd = root / "project"
-    cwd.mkdir()
-    # Paths of equal length, so every side's prompts and replies have the same size.
-    shared_dir, unshared_dir, standalone_dir = (root / s / "memory" for s in ("a", "b", "c"))
-    tools = [t.definition() for t in builtin_tools(cwd)] + HOST_TOOLS
-    memdir_tools = [t.definition() for t in builtin_tools(cwd)]
-    replies = Replies()
-    shared_sink, standalone_sink = CollectingSink(), CollectingSink()
-    async with (
-        FakeAnthropicServer(handler=replies) as host_server,
-        FakeAnthropicServer(handler=replies) as unshared_server,
-        FakeAnthropicServer(handler=replies) as standalone_server,
-    ):
-        model = anthropic(host_server)
-        unshared_model = anthropic(unshared_server)
-        standalone_model = anthropic(standalone_server)
-        params = CacheSafeParams(model=model, system=SYSTEM, tools=tools, params=PARAMS)
-        shared = MemoryExtractor(shared_dir, model, ExtractConfig(), sink=shared_sink)
-        standalone = MemoryExtractor(
-            standalone_dir, standalone_model, ExtractConfig(), sink=standalone_sink
+@dataclass
+class Side:
+    """The requests of one side, as the server reported them."""
+
+    usages: list[Usage] = field(default_factory=list)
+
+    def total(self) -> Usage:
+        out = Usage()
+        for usage in self.usages:
+            out = out + usage
+        return out
+
+    def report(self, prices: Any) -> dict[str, Any]:
+        total = self.total()
+        prompt = total.total_input_tokens
+        return {
+            "requests": len(self.usages),
+            "input_tokens": total.input_tokens,
+            "cache_read_input_tokens": total.cache_read_input_tokens,
+            "cache_creation_input_tokens": total.cache_creation_input_tokens,
+            "output_tokens": total.output_tokens,
+            "cache_read_share": round(total.cache_read_input_tokens / prompt, 4) if prompt else 0,
+            "cost": round(sum(bill(u, prices) for u in self.usages), 1),
+        }
+
+
+class FreshAgent:
+    """A memory agent of the user's own: the whole conversation each run, well cached."""
+
+    def __init__(self, model: AnthropicModel, memory: Path, cwd: Path) -> None:
+        self.model = model
+        self.memory = MemoryDir(memory)
+        self.cwd = cwd
+        self.cursor = 0
+        self.previous_end: int | None = None
+
+    async def run(self, conversation: Sequence[Message]) -> None:
+        md = self.memory
+        await asyncio.to_thread(md.ensure)
+        index_path = md.entrypoint
+        index = index_path.read_text() if index_path.exists() else None
+        new = [m for m in conversation[self.cursor :] if m.role in ("user", "assistant")]
+        parts = extract_prompt_parts(
+            len(new), format_manifest(md.scan()), memory_dir=str(md.root), index_text=index
         )
+        rendered = [r for m in conversation if (r := render(m, 2_000)) is not None]
+        context = ToolContext(write_guard=memory_write_guard(md))
+        if index is not None:
+            stat = index_path.stat()
+            context.read_files[str(index_path.resolve())] = FileStamp(
+                mtime_ns=stat.st_mtime_ns, size=stat.st_size
+            )
+        tools = builtin_tools(self.cwd)
+        params = CacheSafeParams(
+            model=self.model,
+            system=standalone_system_prompt(parts.instructions),
+            tools=[t.definition() for t in tools if t.name in ("Read", "Write", "Edit")],
+        )
+        points = [len(rendered) - 1]
+        if self.previous_end is not None:
+            points.append(self.previous_end)
+        await run_forked_agent(
+            params,
+            rendered,
+            [Message.user(parts.whole)],
+            tools=tools,
+            can_use_tool=auto_mem_can_use_tool(md, cwd=self.cwd),
+            context=context,
+            cache_points=points,
+            end_after_writes=True,
+        )
+        self.cursor = len(conversation)
+        self.previous_end = len(rendered) - 1
+
+
+async def session(variant: str, mode: str, turns: int, root: Path) -> dict[str, Any]:
+    """One host session with the extractor in ``mode``; in ``auto`` the fresh agent too."""
+    model_name, thinking = VARIANTS[variant]
+    schedule = pauses(turns)
+    clock = FakeClock(start=1_000_000.0)
+    replies = Replies(thinking)
+    base = root / f"{variant}-{mode}"
+    cwd = base / "project"
+    cwd.mkdir(parents=True)
+    tools = [t.definition() for t in builtin_tools(cwd)] + HOST_TOOLS
+    params: dict[str, Any] = {"max_tokens": 8192}
+    if thinking:
+        params["thinking"] = THINKING
+    sink = CollectingSink()
+    host, memory, fresh_side = Side(), Side(), Side()
+    retry = RetryPolicy(max_retries=0)
+    async with (
+        FakeAnthropicServer(handler=replies, clock=clock) as server,
+        FakeAnthropicServer(handler=replies, clock=clock) as fresh_server,
+    ):
+        model = AnthropicModel(model_name, api_key="k", base_url=server.base_url, retry=retry)
+        request_params = CacheSafeParams(model=model, system=SYSTEM, tools=tools, params=params)
+        config = ExtractConfig(mode=mode)  # type: ignore[arg-type]
+        extractor = MemoryExtractor(base / "memory", model, config, sink=sink, clock=clock)
+        fresh_model = AnthropicModel(
+            model_name, api_key="k", base_url=fresh_server.base_url, retry=retry
+        )
+        fresh = FreshAgent(fresh_model, base / "fresh-memory", cwd) if mode == "auto" else None
         conversation: list[Message] = []
-        prompt_chars: list[int] = []
-        unshared_saved = 0
-        for turn in range(turns):
-            replies.turn = turn
+        for turn, pause in zip(range(turns), schedule, strict=True):
+            clock.advance(pause)
+            replies.turn, replies.step = turn, 0
             conversation.append(Message.user(user_text(turn)))
             while True:
                 request = ModelRequest(
-                    system=SYSTEM, tools=tools, messages=tuple(conversation), params=PARAMS
+                    system=SYSTEM, tools=tools, messages=tuple(conversation), params=params
                 )
+                sent_at = clock()
                 response = await model.request(request)
                 conversation.append(response.message)
                 if not response.message.tool_uses:
                     break
+                clock.advance(4.0)  # the tools run
                 results = tuple(
-                    ToolResultBlock(tool_use_id=use.id, content=tool_output(turn, use.name))
+                    ToolResultBlock(
+                        tool_use_id=use.id, content=tool_output(turn, replies.step, use.name)
+                    )
                     for use in response.message.tool_uses
                 )
                 conversation.append(Message(role="user", content=results))
-            snapshot = tuple(conversation)
-            seen = len(host_server.requests)
-            shared.on_turn_end(TurnContext(messages=snapshot, params=params, cwd=str(cwd)))
-            await shared.drain(timeout=60)
-            forks = [r for r in host_server.requests[seen:] if is_fork_request(r.body)]
-            if not forks:
-                raise RuntimeError(f"turn {turn}: the extractor sent no request")
-            prompt = _text_of(forks[0].body["messages"][-1])
-            prompt_chars.append(len(prompt))
-            unshared_prompt = prompt.replace(str(shared_dir), str(unshared_dir))
-            unshared = await run_forked_agent(
-                CacheSafeParams(
-                    model=unshared_model, system=STANDALONE_SYSTEM_PROMPT, tools=memdir_tools
-                ),
-                [one_message_transcript(snapshot)],
-                [Message.user(unshared_prompt)],
-                tools=builtin_tools(cwd),
-                can_use_tool=auto_mem_can_use_tool(unshared_dir, cwd=cwd),
-                max_turns=ExtractConfig().max_turns,
-                context=ToolContext(write_guard=memory_write_guard(unshared_dir)),
+            clock.advance(2.0)
+            seen = len(server.requests)
+            extractor.on_turn_end(
+                TurnContext(
+                    messages=tuple(conversation),
+                    params=request_params,
+                    cwd=str(cwd),
+                    last_request_at=sent_at,
+                )
             )
-            unshared_saved += len(unshared.written_paths)
-            standalone.on_turn_end(TurnContext(messages=snapshot, cwd=str(cwd)))
-            await standalone.drain(timeout=60)
-        for client_model in (model, unshared_model, standalone_model):
-            await client_model.client.close()
-        for server in (host_server, unshared_server, standalone_server):
-            server.assert_no_errors()
-        host_requests = host_server.requests
-        unshared_requests = unshared_server.requests
-        standalone_requests = standalone_server.requests
-
-    main_requests = [r for r in host_requests if not is_fork_request(r.body)]
-    fork_requests = [r for r in host_requests if is_fork_request(r.body)]
-    sides = {
-        "main_agent": totals(main_requests),
-        "fork_shared": totals(fork_requests),
-        "fork_unshared": totals(unshared_requests),
-        "standalone": totals(standalone_requests),
+            await extractor.drain(timeout=120)
+            for recorded in server.requests[seen:]:
+                memory.usages.append(usage_of(recorded))
+            if fresh is not None:
+                before = len(fresh_server.requests)
+                await fresh.run(conversation)
+                fresh_side.usages += [usage_of(r) for r in fresh_server.requests[before:]]
+        host.usages = [usage_of(r) for r in server.requests if not is_memory_request(r.body)]
+        for used in (model, fresh_model):
+            await used.aclose()
+        server.assert_no_errors()
+        fresh_server.assert_no_errors()
+    runs = sink.named("extract.run")
+    telemetry = {key: sum(int(e.fields[key]) for e in runs) for key in USAGE_KEYS}
+    total = memory.total()
+    return {
+        "host": host,
+        "memory": memory,
+        "fresh": fresh_side if fresh is not None else None,
+        "checks": {
+            "runs": len(runs),
+            "errors": len(sink.named("extract.error")),
+            "memories_saved": sum(int(e.fields["memories_saved"]) for e in runs),
+            "messages_covered": sum(int(e.fields["message_count"]) for e in runs),
+            "messages": len(conversation),
+            "modes": {
+                m: sum(1 for e in runs if e.fields["mode"] == m) for m in ("fork", "standalone")
+            },
+            "telemetry_matches_server": telemetry
+            == {
+                "input_tokens": total.input_tokens,
+                "cache_read_input_tokens": total.cache_read_input_tokens,
+                "cache_creation_input_tokens": total.cache_creation_input_tokens,
+                "output_tokens": total.output_tokens,
+            },
+        },
     }
-    last_main = main_requests[-1].usage or {}
-    runs = shared_sink.named("extract.run")
-    checks = {
-        "fork_runs": len(runs),
-        "fork_runs_equal_turns": len(runs) == turns,
-        "standalone_runs": len(standalone_sink.named("extract.run")),
-        "extract_errors": len(shared_sink.named("extract.error"))
-        + len(standalone_sink.named("extract.error")),
-        "memories_saved": sum(int(e.fields["memories_saved"]) for e in runs),
-        "unshared_memories_saved": unshared_saved,
-        "standalone_memories_saved": sum(
-            int(e.fields["memories_saved"]) for e in standalone_sink.named("extract.run")
-        ),
-        "telemetry_matches_server": telemetry_totals(shared_sink)
-        == {k: sides["fork_shared"][k] for k in USAGE_KEYS},
-        "same_output_tokens_shared_unshared": sides["fork_shared"]["output_tokens"]
-        == sides["fork_unshared"]["output_tokens"],
-    }
-    setup = {
-        "system_prompt_tokens": (len(SYSTEM) + 3) // 4,
-        "host_tools": len(tools),
-        "extraction_prompt_tokens_mean": round(sum(prompt_chars) / len(prompt_chars) / 4),
-        "last_main_request_input_tokens": sum(
-            int(last_main.get(k) or 0)
-            for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-        ),
-    }
-    return {"checks": checks, "setup": setup, "sides": sides}
 
 
-def ratio(a: dict[str, Any], b: dict[str, Any]) -> float:
-    return round(float(a["cost_billed_tokens"]) / float(b["cost_billed_tokens"]), 4)
+async def measure(turns: int, root: Path, variants: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for variant in variants:
+        prices = model_family(VARIANTS[variant][0], "anthropic").prices
+        runs = {mode: await session(variant, mode, turns, root) for mode in MODES}
+        host = runs["auto"]["host"].report(prices)
+        sides: dict[str, Any] = {"host": host}
+        for mode in MODES:
+            sides[f"memdir_{mode}"] = runs[mode]["memory"].report(prices)
+        fresh = runs["auto"]["fresh"]
+        assert fresh is not None
+        sides["fresh_agent"] = fresh.report(prices)
+        out[variant] = {
+            "memory_to_host": {
+                name: round(side["cost"] / host["cost"], 4)
+                for name, side in sides.items()
+                if name != "host"
+            },
+            "memdir_auto_to_fresh_agent": round(
+                sides["memdir_auto"]["cost"] / sides["fresh_agent"]["cost"], 4
+            ),
+            "fork_cache_read_share": sides["memdir_fork"]["cache_read_share"],
+            "host_cost_by_mode": {
+                mode: runs[mode]["host"].report(prices)["cost"] for mode in MODES
+            },
+            "checks": {mode: runs[mode]["checks"] for mode in MODES},
+            "sides": sides,
+        }
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--turns", type=int, default=50)
+    parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
     args = parser.parse_args()
-    if args.turns < 1:
-        parser.error("--turns must be at least 1")
+    if args.turns < 2:
+        parser.error("--turns must be at least 2")
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        result = asyncio.run(measure(args.turns, Path(tmp)))
-    sides = result["sides"]
-    checks = result["checks"]
+        result = asyncio.run(measure(args.turns, Path(tmp), variants))
     print(
         json.dumps(
             {
                 "bench": "cache_share",
                 "turns": args.turns,
-                **checks,
-                "fork_cache_read_share": sides["fork_shared"]["cache_read_share"],
-                "ratios": {
-                    "fork_shared_to_fork_unshared": ratio(
-                        sides["fork_shared"], sides["fork_unshared"]
-                    ),
-                    "fork_shared_to_main_agent": ratio(sides["fork_shared"], sides["main_agent"]),
-                    "standalone_to_fork_shared": ratio(sides["standalone"], sides["fork_shared"]),
-                    "standalone_to_fork_unshared": ratio(
-                        sides["standalone"], sides["fork_unshared"]
-                    ),
-                },
-                "cost_weights": WEIGHTS,
-                "usage_source": "fake server's recorded usage; fork checked against extract.run",
-                "setup": result["setup"],
-                "sides": sides,
-                "seconds": round(time.perf_counter() - started, 2),
+                "system_prompt_tokens": (len(SYSTEM) + 3) // 4,
+                "pauses_over_5_min": sum(1 for p in pauses(args.turns) if p > 300),
+                "variants": result,
+                "seconds": round(time.perf_counter() - started, 1),
             },
             indent=2,
         )
     )
-    if not (checks["fork_runs_equal_turns"] and checks["telemetry_matches_server"]):
+    bad = [
+        (variant, mode)
+        for variant, r in result.items()
+        for mode, check in r["checks"].items()
+        if check["errors"]
+        or check["messages_covered"] != check["messages"]
+        or not check["telemetry_matches_server"]
+    ]
+    if bad:
+        print(
+            f"runs that failed, missed messages or disagree with the server: {bad}", file=sys.stderr
+        )
         raise SystemExit(1)
 
 

@@ -124,19 +124,15 @@ def test_example_agent_saves_memories_inside_the_parent_cache(tmp_path: Path) ->
         assert index.count(f"]({name})") == 1
     # The notice reached the user, MEMORY.md left out of the count.
     assert any(line.startswith("● Saved 2 memories") for line in said)
-    # Three requests: the host's answer, then the memory agent's two turns, which read
-    # the host's cached prefix.
-    assert len(requests) == 3
-    parent, fork_first, fork_second = requests
+    # Two requests: the host's answer, then the memory agent's one turn of writes, which
+    # reads the host's cached prefix; its writes all succeeded, so it asks nothing more.
+    assert len(requests) == 2
+    parent, fork_first = requests
     assert parent.usage is not None
     assert fork_first.usage is not None
-    assert fork_second.usage is not None
     assert parent.usage["cache_creation_input_tokens"] > 0
     assert (
         fork_first.usage["cache_read_input_tokens"] == parent.usage["cache_creation_input_tokens"]
-    )
-    assert (
-        fork_second.usage["cache_read_input_tokens"] >= fork_first.usage["cache_read_input_tokens"]
     )
     assert fork_first.body["tools"] == parent.body["tools"]
     assert fork_first.body["system"] == parent.body["system"]

@@ -68,6 +68,7 @@ def test_all_is_pinned() -> None:
         "memdir.fork",
         "memdir.telemetry",
         "memdir.extract",
+        "memdir.cost",
     ],
 )
 def test_every_exported_name_exists(module: str) -> None:

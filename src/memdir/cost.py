@@ -205,9 +205,9 @@ def _override(prices: Mapping[str, Prices], provider: Provider, name: str) -> Pr
     spec = f"{provider}:{name}"
     found: tuple[int, Prices] | None = None
     for key, value in prices.items():
-        if spec.startswith(key) or name.startswith(key):
-            if found is None or len(key) > found[0]:
-                found = (len(key), value)
+        matches = spec.startswith(key) or name.startswith(key)
+        if matches and (found is None or len(key) > found[0]):
+            found = (len(key), value)
     return found[1] if found is not None else None
 
 
@@ -251,4 +251,3 @@ class CostEstimate:
     def prompt_tokens(self) -> float:
         """Every input token, however it is billed."""
         return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
-

@@ -12,7 +12,7 @@ call order; a refused call gets an error result carrying the gate's message.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,17 @@ class ForkResult:
     """The run stopped because it reached ``max_turns`` while the model still wanted tools."""
 
 
+# The memory tool's commands that change a file (its "view" only reads).
+_MEMORY_TOOL_WRITES = frozenset({"create", "str_replace", "insert", "delete", "rename"})
+
+
+def _is_write(call: ToolUseBlock) -> bool:
+    """Whether ``call`` changes a file: Write, Edit, or a changing memory-tool command."""
+    if call.name in ("Write", "Edit"):
+        return True
+    return call.name == "memory" and call.input.get("command") in _MEMORY_TOOL_WRITES
+
+
 async def _run_call(
     call: ToolUseBlock,
     tools: Mapping[str, Tool],
@@ -96,6 +107,8 @@ async def run_forked_agent(
     max_turns: int | None = 5,
     context: ToolContext | None = None,
     cache_point: int | None = None,
+    cache_points: Sequence[int] = (),
+    end_after_writes: bool | Callable[[tuple[Path, ...]], bool] = False,
 ) -> ForkResult:
     """Run the agent loop on the parent's request plus ``prompt_messages``.
 
@@ -107,15 +120,23 @@ async def run_forked_agent(
     answer still run, so a write in the final turn is kept. Model failures propagate
     (:class:`~memdir.errors.ModelError`); tool failures become error results.
 
-    ``cache_point`` marks one more message (by index in ``messages``) as the end of a
-    cached prefix. A fork reads its parent's cache without one; the extractor marks the
-    parent's last message, so that the parent's next request reads what the fork wrote.
+    ``cache_point`` and ``cache_points`` mark more messages (by index in ``messages``) as
+    ends of a cached prefix, for the providers that take breakpoints; the provider keeps
+    the latest that fit. A fork reads its parent's cache without any; the extractor marks
+    the parent's final answer, so that the parent's next request reads what the fork wrote.
+
+    With ``end_after_writes`` the loop also ends after a model turn whose calls were all
+    writes that succeeded: the work is done, and asking the model to say so would cost a
+    request for nothing. A write that failed, or any other call, still gets its answer. A
+    callable is asked too, with every path written so far, and the loop goes on while it
+    says the work is not complete (a memory written but not yet indexed, say).
     """
     if max_turns is not None and max_turns < 1:
         raise ValueError(f"max_turns must be at least 1 or None, got {max_turns}")
     by_name = {tool.name: tool for tool in tools}
     context = context if context is not None else ToolContext()
     history = [*messages, *prompt_messages]
+    points = tuple(cache_points) + ((cache_point,) if cache_point is not None else ())
     own: list[Message] = list(prompt_messages)
     usage = Usage()
     written: dict[Path, None] = {}
@@ -127,7 +148,7 @@ async def run_forked_agent(
             tools=params.tools,
             messages=tuple(history),
             params=params.params,
-            cache_points=(cache_point,) if cache_point is not None else (),
+            cache_points=points,
         )
         response = await params.model.request(request)
         turns += 1
@@ -149,6 +170,15 @@ async def run_forked_agent(
         tool_message = Message(role="user", content=results)
         history.append(tool_message)
         own.append(tool_message)
+        if end_after_writes and all(
+            _is_write(call) and not result.is_error
+            for call, result in zip(uses, results, strict=True)
+        ):
+            complete = end_after_writes is True or (
+                callable(end_after_writes) and end_after_writes(tuple(written))
+            )
+            if complete:
+                break
         if max_turns is not None and turns >= max_turns:
             hit_cap = True
             break

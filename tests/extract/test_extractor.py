@@ -70,7 +70,7 @@ def is_first_request(request: ModelRequest) -> bool:
 
 
 def writer(memory: Path, *names: str, gate: asyncio.Event | None = None) -> Callable[..., Any]:
-    """A model function: first request → Write each name; second → done."""
+    """A model function: first request → Write each name and the index; then → done."""
 
     async def answer(request: ModelRequest) -> Message | str:
         if gate is not None:
@@ -85,6 +85,9 @@ def writer(memory: Path, *names: str, gate: asyncio.Event | None = None) -> Call
             )
             for i, n in enumerate(names)
         )
+        index = "".join(f"- [{n}]({n}) — {n}\n" for n in names)
+        path = str(memory / "MEMORY.md")
+        uses += (ToolUseBlock(id="ti", name="Write", input={"file_path": path, "content": index}),)
         return Message(role="assistant", content=uses)
 
     return answer
@@ -423,10 +426,18 @@ def test_extract_run_has_every_field(tmp_path: Path) -> None:
         "memories_saved",
         "team_memories_saved",
         "duration_ms",
+        "mode",
+        "plan_reason",
+        "estimated_cost_fork",
+        "estimated_cost_standalone",
+        "cost",
+        "hit_max_turns",
     ):
         assert key in fields
-    assert fields["turn_count"] == 2
+    # The write succeeded, so the run ended there: no request to say it is done.
+    assert fields["turn_count"] == 1
     assert fields["cache_shared"] is True
+    assert fields["mode"] == "fork"
 
 
 # --- isolation and hosts ----------------------------------------------------------------------

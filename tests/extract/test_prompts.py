@@ -11,7 +11,11 @@ from dataclasses import dataclass
 import pytest
 
 from memdir.errors import UsageError
-from memdir.extract._prompts import build_extract_auto_only_prompt, build_extract_combined_prompt
+from memdir.extract._prompts import (
+    build_extract_auto_only_prompt,
+    build_extract_combined_prompt,
+    extract_prompt_parts,
+)
 from memdir.store import ENTRYPOINT_NAME, MAX_ENTRYPOINT_LINES, parse_memory_file
 
 Build = Callable[..., str]
@@ -133,25 +137,69 @@ def test_tools_and_their_limits(builder: Builder) -> None:
 
 
 @pytest.mark.parametrize("builder", BUILDERS)
-def test_two_turn_strategy(builder: Builder) -> None:
-    turns = section(builder.build(3, ""), "## Two turns: read, then write")
-    assert "`Edit`, and `Write` over a file that already exists, only work on a file" in turns
-    assert "you have `Read` earlier in this run" in turns
-    first = turns.index("1. First turn: issue every `Read` you will need at once, as parallel")
-    second = turns.index("2. Second turn: issue every `Write` and `Edit` at once, as parallel")
-    assert first < second
+def test_as_few_requests_as_the_work_allows(builder: Builder) -> None:
+    turns = section(builder.build(3, ""), "## One turn, or two")
+    nothing = turns.index("Nothing worth saving, which is the usual case: answer in one short")
+    assert "call no tool at all" in turns
+    new = turns.index("Only new memories: in a single turn, `Write` each new file")
+    assert "Once every call of a turn has written successfully, the run is over." in turns
+    change = turns.index("A change to a memory that exists: `Edit`, and `Write` over a file")
+    assert "only work on a file you have `Read` earlier in this run" in turns
+    assert "then, in the next turn, every `Write` and `Edit` at once" in turns
+    assert nothing < new < change
     assert "Do not alternate read, write, read over several turns." in turns
-    assert "Most runs need exactly these two turns." in turns
-    assert "call no tools at all and simply answer that there is nothing to save" in turns
 
 
 @pytest.mark.parametrize("builder", BUILDERS)
 @pytest.mark.parametrize("skip_index", [False, True])
-def test_first_turn_reads_the_index_unless_skipped(builder: Builder, skip_index: bool) -> None:
-    turns = section(builder.build(3, "", skip_index), "## Two turns: read, then write")
-    first_turn = next(line for line in turns.splitlines() if line.startswith("1. First turn"))
-    assert "every memory file you may update" in first_turn
-    assert (ENTRYPOINT_NAME in first_turn) is not skip_index
+def test_new_memories_add_their_pointer_unless_skipped(builder: Builder, skip_index: bool) -> None:
+    turns = section(builder.build(3, "", skip_index), "## One turn, or two")
+    new = next(line for line in turns.splitlines() if line.startswith("- Only new memories"))
+    assert (ENTRYPOINT_NAME in new) is not skip_index
+    assert ("counts as read" in turns) is not skip_index
+
+
+def test_the_index_text_is_shown_and_counts_as_read() -> None:
+    index = "- [Role](user_role.md) — data engineer\n- [Tests](feedback_testing.md) — whole suite\n"
+    prompt = build_extract_auto_only_prompt(3, MANIFEST, index_text=index)
+    shown = section(prompt, "## `MEMORY.md` as it is now")
+    assert "counts as `Read` already, so `Edit` it directly" in shown
+    assert "```markdown\n- [Role](user_role.md) — data engineer\n- [Tests]" in shown
+    assert shown.rstrip().endswith("whole suite\n```")
+
+
+def test_a_missing_index_is_to_be_written() -> None:
+    shown = section(build_extract_auto_only_prompt(3, ""), "## `MEMORY.md` as it is now")
+    assert "does not exist yet: create it with `Write`" in shown
+
+
+def test_an_index_holding_a_fence_keeps_it() -> None:
+    index = "- [A](a.md) — see ```code```\n"
+    prompt = build_extract_auto_only_prompt(3, "", index_text=index)
+    assert "````markdown\n- [A](a.md) — see ```code```\n````" in prompt
+
+
+def test_combined_shows_both_indexes() -> None:
+    prompt = build_extract_combined_prompt(
+        3, "", memory_dir=MEMORY_DIR, index_text="- [A](a.md) — a\n", team_index_text=None
+    )
+    private = section(prompt, "## `MEMORY.md` of the private directory as it is now")
+    team = section(prompt, "## `MEMORY.md` of the team directory as it is now")
+    assert "- [A](a.md) — a" in private
+    assert "does not exist yet" in team
+
+
+def test_parts_put_what_changes_least_apart() -> None:
+    parts = extract_prompt_parts(4, MANIFEST, memory_dir=MEMORY_DIR, index_text="- [A](a.md) — a\n")
+    assert parts.request.startswith("# Memory update")
+    assert MEMORY_DIR in parts.request
+    assert MANIFEST in parts.state
+    assert "- [A](a.md) — a" in parts.state
+    again = extract_prompt_parts(9, "", memory_dir="/elsewhere")
+    assert again.instructions == parts.instructions
+    assert parts.whole == build_extract_auto_only_prompt(
+        4, MANIFEST, memory_dir=MEMORY_DIR, index_text="- [A](a.md) — a\n"
+    )
 
 
 @pytest.mark.parametrize("builder", BUILDERS)
@@ -174,8 +222,8 @@ def test_manifest_section_holds_the_manifest_verbatim(builder: Builder) -> None:
     assert f"\n\n{MANIFEST}\n\n" in existing
     assert "update an existing file instead of writing a duplicate" in existing
     assert "change or remove a memory the conversation shows is wrong" in existing
-    # After the working rules, before the guidance on what to save.
-    assert prompt.index("## Two turns") < prompt.index("## Existing memory files")
+    # With the request, before the working rules: what memory holds changes between runs.
+    assert prompt.index("## Existing memory files") < prompt.index("## One turn, or two")
     assert prompt.index("## Existing memory files") < prompt.index("## The four types")
 
 
@@ -362,8 +410,8 @@ def test_finishes_with_a_one_line_summary(builder: Builder) -> None:
     prompt = builder.build(3, "")
     finish = section(prompt, "## Finish")
     assert prompt.endswith(finish)
-    assert "End your reply with one line that sums up what you saved or changed" in finish
-    assert "or says that there was nothing to save" in finish
+    assert "When you answer without a tool call, say in one line what you saved" in finish
+    assert "or that there was nothing" in finish
 
 
 # Shape: stable, compact, well-formed.

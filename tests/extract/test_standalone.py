@@ -1,93 +1,140 @@
-"""Standalone runs: memdir's own request when the host shares none (transcripts, plain hosts)."""
+"""Standalone runs: memdir's own request, whose cost follows what is new, not how long the
+conversation has grown."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 
-from memdir.extract import STANDALONE_SYSTEM_PROMPT, ExtractConfig, MemoryExtractor, TurnContext
-from memdir.extract._standalone import build_standalone_context
+import pytest
+
+from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
+from memdir.extract._standalone import (
+    STANDALONE_SYSTEM_PROMPT,
+    STATE_HEADING,
+    RenderedConversation,
+    render,
+)
 from memdir.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
-from memdir.models import AnthropicModel, RetryPolicy
-from memdir.telemetry import Event
-from memdir.testing import FakeAnthropicServer, ScriptedModel
+from memdir.models import AnthropicModel, ModelRequest, RetryPolicy
+from memdir.telemetry import CollectingSink
+from memdir.testing import FakeAnthropicServer, FakeClock, FunctionModel, ScriptedModel
 
 
-def convo(n: int, size: int = 10) -> list[Message]:
+def convo(n: int, size: int = 10, start: int = 0) -> list[Message]:
     out: list[Message] = []
-    for i in range(n):
+    for i in range(start, start + n):
         out.append(Message.user(f"question {i} " + "x" * size))
         out.append(Message.assistant(f"answer {i} " + "y" * size))
     return out
 
 
+async def rendered(messages: list[Message], limit: int = 100) -> RenderedConversation:
+    conversation = RenderedConversation(limit)
+    await conversation.update(messages)
+    return conversation
+
+
 def test_foreign_tool_calls_become_text_and_long_results_are_cut() -> None:
-    messages = [
-        Message.user("look at the logs"),
-        Message(
-            role="assistant",
-            content=(
-                ThinkingBlock(thinking="private reasoning", signature="sig"),
-                TextBlock(text="Checking."),
-                ToolUseBlock(id="t1", name="mcp__logs__tail", input={"lines": 500}),
-            ),
-        ),
-        Message(role="user", content=(ToolResultBlock(tool_use_id="t1", content="L" * 5000),)),
-        Message.assistant("The deploy failed at 14:02."),
-    ]
-    ctx = build_standalone_context(
-        messages, cursor_index=0, budget_tokens=100_000, tool_result_chars=100
-    )
-    texts = [m.text for m in ctx.messages]
-    assert all(len(m.content) == 1 and isinstance(m.content[0], TextBlock) for m in ctx.messages)
-    assert texts[1] == 'Checking.\n\n[called tool mcp__logs__tail with {"lines": 500}]'
-    assert "private reasoning" not in "".join(texts)
-    assert texts[2].startswith("[tool result]\n" + "L" * 100)
-    assert "4900 more characters cut" in texts[2]
-    assert len(texts[2]) < 200
-    assert ctx.dropped == 0
+    call = ToolUseBlock(id="t1", name="mcp__logs__tail", input={"lines": 500})
+    thinking = ThinkingBlock(thinking="private reasoning", signature="sig")
+    assistant = Message(role="assistant", content=(thinking, TextBlock(text="Checking."), call))
+    result = Message(role="user", content=(ToolResultBlock(tool_use_id="t1", content="L" * 5000),))
+    one = render(assistant, 100)
+    two = render(result, 100)
+    assert one is not None
+    assert two is not None
+    assert one.text == 'Checking.\n\n[called tool mcp__logs__tail with {"lines": 500}]'
+    assert "private reasoning" not in one.text
+    assert two.text.startswith("[tool result]\n" + "L" * 100)
+    assert "4900 more characters cut" in two.text
+    assert len(two.text) < 200
+    assert render(Message(role="assistant", content=(thinking,)), 100) is None
 
 
-def test_conversation_starting_with_the_assistant_gets_a_user_opening() -> None:
-    ctx = build_standalone_context(
-        [Message.assistant("hi"), Message.user("hello")],
-        cursor_index=0,
-        budget_tokens=1000,
-        tool_result_chars=100,
-    )
-    assert [m.role for m in ctx.messages] == ["user", "assistant", "user"]
+def test_the_window_is_bounded_and_its_start_moves_in_steps() -> None:
+    messages = convo(200, size=400)  # 400 messages of about 100 tokens each
+
+    async def main() -> list[tuple[int, int]]:
+        conversation = await rendered(messages)
+        out = []
+        for cursor in range(100, 400, 2):  # one turn after another
+            window = conversation.window(
+                cursor, cursor + 2, window_tokens=3_000, chunk_tokens=10**6
+            )
+            assert window.window_tokens <= 3_000
+            assert window.window_tokens > 1_500 - 110  # never less than half, one message aside
+            out.append((window.start, window.window_tokens))
+        return out
+
+    starts = [start for start, _ in asyncio.run(main())]
+    moves = sum(1 for a, b in itertools.pairwise(starts) if a != b)
+    # 300 messages of 100 tokens pass the cursor; the start jumps once per half window
+    # (1,500 tokens, 15 messages), so about 20 times in 150 turns, never backwards.
+    assert starts == sorted(starts)
+    assert 15 <= moves <= 25
 
 
-def test_budget_drops_old_handled_messages_in_stable_steps() -> None:
-    messages = convo(100, size=400)  # 200 messages of about 100 tokens each
-    ctx = build_standalone_context(
-        messages, cursor_index=190, budget_tokens=12_000, tool_result_chars=100
-    )
-    assert ctx.dropped % 32 == 0
-    assert ctx.dropped > 0
-    assert sum(len(m.text) // 4 + 1 for m in ctx.messages) <= 12_000
-    # One more turn later the start has not moved: the cached prefix is kept.
-    more = messages + convo(1, size=400)
-    later = build_standalone_context(
-        more, cursor_index=200, budget_tokens=12_000, tool_result_chars=100
-    )
-    assert later.dropped == ctx.dropped
-    assert later.messages[0].text == ctx.messages[0].text
+def test_a_long_stretch_is_split_and_each_message_is_new_once() -> None:
+    messages = convo(100, size=400)
+
+    async def main() -> list[tuple[int, int]]:
+        conversation = await rendered(messages)
+        spans = []
+        cursor = 0
+        while cursor < len(messages):
+            window = conversation.window(
+                cursor, len(messages), window_tokens=500, chunk_tokens=2_000
+            )
+            assert window.new_tokens <= 2_000
+            if window.end < len(messages):  # full, but for the last: one more would not fit
+                assert (
+                    window.new_tokens + conversation.tokens_between(window.end, window.end + 1)
+                    > 2_000
+                )
+            spans.append((window.cursor, window.end))
+            cursor = window.end
+        return spans
+
+    spans = asyncio.run(main())
+    covered = [i for start, end in spans for i in range(start, end)]
+    assert covered == list(range(len(messages)))
+    assert 10 <= len(spans) <= 11  # 200 messages of about 105 tokens, 19 a run
 
 
-def test_new_messages_are_kept_over_old_ones_when_nothing_else_fits() -> None:
-    messages = convo(50, size=400)
-    ctx = build_standalone_context(
-        messages, cursor_index=0, budget_tokens=1_000, tool_result_chars=100
-    )
-    assert ctx.messages[-1].text == messages[-1].text
-    assert sum(len(m.text) // 4 + 1 for m in ctx.messages) <= 1_000 + 200
+def test_one_message_larger_than_the_budget_still_gets_a_run() -> None:
+    async def main() -> tuple[int, int]:
+        conversation = await rendered([Message.user("z" * 40_000), *convo(1)], limit=100)
+        window = conversation.window(0, 3, window_tokens=500, chunk_tokens=1_000)
+        return window.cursor, window.end
+
+    assert asyncio.run(main()) == (0, 1)
+
+
+def test_an_unchanged_conversation_is_not_rendered_again() -> None:
+    messages = convo(50)
+
+    async def main() -> None:
+        conversation = await rendered(messages)
+        first = conversation.window(90, 100, window_tokens=10**6, chunk_tokens=10**6).messages
+        await conversation.update([*messages, *convo(1, start=50)])
+        second = conversation.window(90, 100, window_tokens=10**6, chunk_tokens=10**6).messages
+        assert all(a is b for a, b in zip(first, second, strict=True))
+        # A compaction that replaces the start realigns from the first changed message.
+        await conversation.update([Message.user("summary"), *messages[10:]])
+        assert len(conversation) == 91
+        assert conversation.window(0, 91, window_tokens=0, chunk_tokens=10**6).messages[0].text == (
+            "summary"
+        )
+
+    asyncio.run(main())
 
 
 def test_extractor_without_params_sends_its_own_request(tmp_path: Path) -> None:
     model = ScriptedModel(["Nothing to save."])
-    events: list[Event] = []
-    ex = MemoryExtractor(tmp_path / "memory", model, ExtractConfig(), sink=events.append)
+    sink = CollectingSink()
+    ex = MemoryExtractor(tmp_path / "memory", model, ExtractConfig(), sink=sink)
 
     async def main() -> None:
         ex.on_turn_end(TurnContext(messages=tuple(convo(2)), cwd=str(tmp_path)))
@@ -95,44 +142,130 @@ def test_extractor_without_params_sends_its_own_request(tmp_path: Path) -> None:
 
     asyncio.run(main())
     (request,) = model.requests
-    assert request.system == STANDALONE_SYSTEM_PROMPT
-    assert [t["name"] for t in request.tools] == ["Read", "Write", "Edit", "Grep", "Glob", "Bash"]
-    assert request.cache_points == (len(request.messages) - 2,)  # the end of the conversation
-    assert "memory" in request.messages[-1].text
-    (run,) = [e for e in events if e.name == "extract.run"]
+    assert isinstance(request.system, str)
+    assert request.system.startswith(STANDALONE_SYSTEM_PROMPT)
+    assert "## The four types of memory" in request.system  # the instructions, cached
+    assert [t["name"] for t in request.tools] == ["Read", "Write", "Edit"]
+    state, *conversation, prompt = request.messages
+    assert state.is_meta
+    assert state.text.startswith(STATE_HEADING)
+    assert "`MEMORY.md` does not exist yet" in state.text
+    assert [m.text for m in conversation] == [m.text for m in convo(2)]
+    assert prompt.text.startswith("# Memory update")
+    assert "the last ~4 messages" in prompt.text
+    assert str(tmp_path / "memory") in prompt.text
+    # The state, the end of the conversation (for the next run) and the prompt.
+    assert request.cache_points == (0, len(request.messages) - 2)
+    (run,) = sink.named("extract.run")
     assert run.fields["cache_shared"] is False
+    assert run.fields["mode"] == "standalone"
     assert run.fields["message_count"] == 4
+    assert run.fields["estimated_cost_fork"] is None
 
 
-def test_successive_standalone_runs_share_a_cached_prefix(tmp_path: Path) -> None:
-    messages = convo(20, size=300)
-    with FakeAnthropicServer(["Nothing to save.", "Nothing to save."]) as server:
+def test_the_next_run_marks_where_the_last_one_ended(tmp_path: Path) -> None:
+    model = ScriptedModel(["Nothing to save.", "Nothing to save."])
+    ex = MemoryExtractor(tmp_path / "memory", model)
+    messages = convo(3)
+
+    async def main() -> None:
+        ex.on_turn_end(TurnContext(messages=tuple(messages[:4]), cwd=str(tmp_path)))
+        await ex.drain()
+        ex.on_turn_end(TurnContext(messages=tuple(messages), cwd=str(tmp_path)))
+        await ex.drain()
+
+    asyncio.run(main())
+    first, second = model.requests
+    # The second request: state, 4 old messages (the window), 2 new, the prompt.
+    assert [m.text for m in second.messages[1:-1]] == [m.text for m in messages]
+    assert second.cache_points == (0, 4, 6)  # the state, the first run's end, this one's
+    assert [m.text for m in first.messages[:5]] == [m.text for m in second.messages[:5]]
+
+
+def test_a_long_turn_is_covered_by_several_runs_each_message_once(tmp_path: Path) -> None:
+    seen: list[tuple[str, ...]] = []
+
+    async def answer(request: ModelRequest) -> str:
+        count = int(request.messages[-1].text.split("the last ~")[1].split(" ")[0])
+        seen.append(tuple(m.text for m in request.messages[-1 - count : -1]))
+        return "Nothing to save."
+
+    messages = convo(60, size=400)
+    sink = CollectingSink()
+    config = ExtractConfig(context_budget_tokens=2_500, window_tokens=500)
+    ex = MemoryExtractor(tmp_path / "memory", FunctionModel(answer), config, sink=sink)
+
+    async def main() -> None:
+        ex.on_turn_end(TurnContext(messages=tuple(messages), cwd=str(tmp_path)))
+        await ex.drain()
+
+    asyncio.run(main())
+    runs = sink.named("extract.run")
+    assert len(runs) >= 4
+    assert sum(int(r.fields["message_count"]) for r in runs) == len(messages)
+    assert [t for texts in seen for t in texts] == [m.text for m in messages]
+    assert ex.cursor == messages[-1].uuid
+
+
+def test_standalone_cost_stays_flat_as_the_conversation_grows(tmp_path: Path) -> None:
+    """The prompt of a run late in a long conversation is about as big as an early one."""
+    sizes: list[int] = []
+
+    async def answer(request: ModelRequest) -> str:
+        sizes.append(sum(len(m.text) for m in request.messages))
+        return "Nothing to save."
+
+    ex = MemoryExtractor(tmp_path / "memory", FunctionModel(answer))
+    messages: list[Message] = []
+
+    async def main() -> None:
+        for turn in range(300):
+            messages.extend(convo(1, size=800, start=turn))
+            ex.on_turn_end(TurnContext(messages=tuple(messages), cwd=str(tmp_path)))
+            await ex.drain()
+
+    asyncio.run(main())
+    assert len(sizes) == 300
+    # The window fills within the first dozen turns, then holds: 3,000 tokens at most.
+    assert max(sizes[20:]) <= 1.1 * max(sizes[10:20])
+    assert max(sizes) < 4 * (3_000 + 500)
+
+
+@pytest.mark.parametrize("pause", [0.0, 120.0, 400.0])
+def test_successive_standalone_runs_read_what_the_last_one_cached(
+    tmp_path: Path, pause: float
+) -> None:
+    messages = convo(60, size=300)
+    clock = FakeClock()
+    with FakeAnthropicServer(handler=lambda body: "Nothing to save.", clock=clock) as server:
         model = AnthropicModel(
             "claude-test", api_key="k", base_url=server.base_url, retry=RetryPolicy(max_retries=0)
         )
-        ex = MemoryExtractor(tmp_path / "memory", model)
+        ex = MemoryExtractor(tmp_path / "memory", model, clock=clock)
+        ex.restore(messages[79].uuid)  # the first 40 turns were handled before
 
         async def main() -> None:
-            ex.on_turn_end(TurnContext(messages=tuple(messages[:-2]), cwd=str(tmp_path)))
-            await ex.drain()
-            ex.on_turn_end(TurnContext(messages=tuple(messages), cwd=str(tmp_path)))
-            await ex.drain()
-            await model.client.close()
+            for end in range(82, 121, 2):  # then a run after each of 20 turns
+                clock.advance(pause)
+                ex.on_turn_end(TurnContext(messages=tuple(messages[:end]), cwd=str(tmp_path)))
+                await ex.drain()
+            await model.aclose()
 
         asyncio.run(main())
-        first, second = server.requests
-    assert first.usage is not None
-    assert second.usage is not None
-    assert first.usage["cache_creation_input_tokens"] > 1024
-    # The second run reads the conversation the first one cached (all but the first
-    # run's prompt, which is not shared) and writes only the new turn and its own prompt.
-    first_written = first.usage["cache_creation_input_tokens"]
-    read = second.usage["cache_read_input_tokens"]
-    assert 1024 < read < first_written
-    assert second.usage["cache_creation_input_tokens"] < first_written - read + 200
-    marked = [
-        i
-        for i, m in enumerate(second.body["messages"])
-        if any("cache_control" in b for b in m["content"])
+        requests = server.requests[1:]  # after the first, each run has one before it
+    kept = [
+        r
+        for r, before in zip(requests, server.requests, strict=False)
+        if r.body["messages"][1] == before.body["messages"][1]  # the window's start held
     ]
-    assert marked == [len(second.body["messages"]) - 2, len(second.body["messages"]) - 1]
+    assert len(kept) >= len(requests) // 2
+    turn_tokens = 2 * (len(messages[-1].text) + 40) // 4
+    for request in kept:
+        assert request.usage is not None
+        if pause < 300:
+            # Everything up to the last run's end is read; the new turn and the short
+            # request are written.
+            assert request.usage["cache_read_input_tokens"] > 2_000
+            assert request.usage["cache_creation_input_tokens"] < turn_tokens + 200
+        else:  # five idle minutes: the cache expired between runs
+            assert request.usage["cache_read_input_tokens"] == 0

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from memdir.extract import MemoryExtractor, TurnContext
+from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
 from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
 from memdir.messages import Message
 from memdir.models import (
@@ -148,7 +148,7 @@ def test_the_hosts_next_request_reads_the_answer_the_fork_cached(tmp_path: Path)
                 )
             )
             turn = (*CONVERSATION, first.message)
-            extractor = MemoryExtractor(tmp_path / "memory", model)
+            extractor = MemoryExtractor(tmp_path / "memory", model, ExtractConfig(mode="fork"))
             extractor.on_turn_end(TurnContext(messages=turn, params=params, cwd=str(tmp_path)))
             await extractor.drain()
             follow_up = (*turn, Message.user("Thanks. Add a test for it."))

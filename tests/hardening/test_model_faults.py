@@ -227,6 +227,27 @@ def write_call(call_id: str, path: Path | str, name: str, body: str = "body") ->
     return Message(role="assistant", content=(use,))
 
 
+def save_call(call_id: str, path: Path, name: str, body: str = "body") -> Message:
+    """A Write of the memory and of an index pointing at it: a save complete in one turn."""
+    (write,) = write_call(call_id, path, name, body).tool_uses
+    index = ToolUseBlock(
+        id=f"{call_id}_index",
+        name="Write",
+        input={
+            "file_path": str(path.parent / "MEMORY.md"),
+            "content": f"- [{name}]({path.name})\n",
+        },
+    )
+    return Message(role="assistant", content=(write, index))
+
+
+def write_and_read(call_id: str, path: Path, name: str, body: str, read: Path) -> Message:
+    """A Write with a Read beside it: not a turn of writes alone, so the run goes on."""
+    (write,) = write_call(call_id, path, name, body).tool_uses
+    look = ToolUseBlock(id=f"{call_id}_read", name="Read", input={"file_path": str(read)})
+    return Message(role="assistant", content=(write, look))
+
+
 def files_under(root: Path) -> dict[str, bytes]:
     """Every file below ``root`` and its bytes, by relative path."""
     return {
@@ -312,7 +333,7 @@ def test_a_failed_run_leaves_the_cursor_and_the_next_turn_recovers(
             # The server answers again: the next turn covers both turns.
             w.script.add(
                 write_call("toolu_w", w.host.memory / "deploy_key.md", "Deploy key", "In vault."),
-                "Saved one memory.",
+                "Saved one memory.",  # not indexed yet: the run asks once more
             )
             w.extractor.on_turn_end(w.host.turn("turn three: release on Fridays"))
             await settle(w)
@@ -341,7 +362,13 @@ def test_a_run_that_fails_after_writing_keeps_whole_files_and_the_cursor(tmp_pat
             cursor = await first_run(w)
             note = w.host.memory / "ci_flakes.md"
             w.script.add(
-                write_call("toolu_1", note, "CI flakes", "Retry the e2e job once."),
+                write_and_read(
+                    "toolu_1",
+                    note,
+                    "CI flakes",
+                    "Retry the e2e job once.",
+                    w.host.project / "README.md",
+                ),
                 *_every_attempt(Fault(status=529)),
             )
             await report_and_hold(w, w.host.turn("turn two: the e2e job flakes, retry once"))
@@ -357,7 +384,7 @@ def test_a_run_that_fails_after_writing_keeps_whole_files_and_the_cursor(tmp_pat
             w.extractor.on_turn_end(w.host.turn("turn three"))
             await settle(w)
             assert w.runs()[-1].fields["message_count"] == 4
-            prompt = w.run_requests()[-1].body["messages"][-1]["content"][0]["text"]
+            prompt = text_of(w.run_requests()[-1])  # the fork's prompt, or the standalone's
             assert "ci_flakes.md" in prompt
             assert "the last ~4 messages" in prompt
             assert w.extractor.cursor == w.host.messages[-1].uuid
@@ -558,10 +585,11 @@ def test_a_fault_that_passes_within_the_retry_budget_is_a_normal_run(
     async def main() -> None:
         async with world(tmp_path, timeout=timeout) as w:
             cursor = await first_run(w)
+            readme = w.host.project / "README.md"
             w.script.add(
                 fault,
                 fault,  # two failures: still within two retries
-                write_call("toolu_w", w.host.memory / "style.md", "Style", "Tabs."),
+                write_and_read("toolu_w", w.host.memory / "style.md", "Style", "Tabs.", readme),
                 fault,  # a failure between the fork's turns too
                 "Saved.",
             )
@@ -672,12 +700,10 @@ def test_invalid_tool_input_writes_nothing_and_the_run_goes_on(
             assert files_under(w.host.memory) == {}
 
             # The next turn works as usual.
-            w.script.add(
-                write_call("toolu_ok", w.host.memory / "note.md", "Note", "Remembered."),
-                "Saved.",
-            )
+            w.script.add(save_call("toolu_ok", w.host.memory / "note.md", "Note", "Remembered."))
             w.extractor.on_turn_end(w.host.turn("turn three"))
             await settle(w)
+            assert w.script.left == 0  # the write ended the run
             assert w.runs()[-1].fields["message_count"] == 2
             assert w.runs()[-1].fields["memories_saved"] == 1
             assert w.extractor.cursor == w.host.messages[-1].uuid
@@ -696,9 +722,10 @@ def test_a_model_that_never_stops_is_capped_at_max_turns(tmp_path: Path) -> None
         async with world(tmp_path, max_turns=max_turns) as w:
             cursor = await first_run(w)
             before = len(w.server.requests)
-            # Every answer is another tool call, a fresh memory file each time.
-            w.script.forever = lambda n: write_call(
-                f"toolu_{n}", w.host.memory / f"note_{n}.md", f"Note {n}"
+            # Every answer is more tool calls, a fresh memory file each time.
+            readme = w.host.project / "README.md"
+            w.script.forever = lambda n: write_and_read(
+                f"toolu_{n}", w.host.memory / f"note_{n}.md", f"Note {n}", "body", readme
             )
             await report_and_hold(w, w.host.turn("turn two: keep going"))
             await settle(w)

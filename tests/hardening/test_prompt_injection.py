@@ -227,6 +227,8 @@ class Obedient:
     """A model that answers each request with the next scripted step, then stops.
 
     It checks that the injection is in what it was shown, and keeps the tool results.
+    Each step also reads a file: a turn of writes alone ends a run, and every step, and
+    the results of the last, must reach the model.
     """
 
     def __init__(self, steps: Sequence[Step]) -> None:
@@ -245,7 +247,10 @@ class Obedient:
             self.saw_injection = MARK in shown
         if self.requests > len(self.steps):
             return "Done."
-        return Message(role="assistant", content=tuple(self.steps[self.requests - 1]))
+        look = ToolUseBlock(
+            id=f"prep-Read-keep-going-{self.requests}", name="Read", input={"file_path": "x.md"}
+        )
+        return Message(role="assistant", content=(*self.steps[self.requests - 1], look))
 
 
 def conversation(injection: str) -> tuple[Message, ...]:

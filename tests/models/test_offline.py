@@ -20,6 +20,7 @@ from memdir.extract import (
     build_extract_auto_only_prompt,
     build_extract_combined_prompt,
 )
+from memdir.extract._standalone import STATE_HEADING
 from memdir.fork import CacheSafeParams
 from memdir.messages import Message, ToolResultBlock, ToolUseBlock
 from memdir.models import Model, ModelRequest, ModelResponse, OfflineModel
@@ -383,7 +384,7 @@ def test_skip_index_leaves_memory_md_alone(tmp_path: Path) -> None:
 # --- how it talks to the fork ---------------------------------------------------------------
 
 
-def test_tools_stay_inside_the_memory_dir_and_runs_take_at_most_three_requests(
+def test_tools_stay_inside_the_memory_dir_and_runs_take_one_request_or_two(
     tmp_path: Path,
 ) -> None:
     session = Session(tmp_path)
@@ -392,21 +393,22 @@ def test_tools_stay_inside_the_memory_dir_and_runs_take_at_most_three_requests(
         "Remember that the staging DB is read-only on Sundays. The demo is tomorrow.",
         "Forget the polars rule.",
     )
-    assert [r.fields["turn_count"] for r in session.runs()] == [3, 3, 3]
+    # New memories: one request, the index being shown. Forgetting reads the file first.
+    assert [r.fields["turn_count"] for r in session.runs()] == [1, 1, 2]
     assert all(not r.fields["hit_max_turns"] for r in session.runs())
     root = MemoryDir(session.memory)
     uses = [u for r in session.model.responses for u in r.message.tool_uses]
     assert {u.name for u in uses} == {"Read", "Write"}
     assert all(root.is_memory_path(u.input["file_path"]) for u in uses)
     assert not any(e.name == "permission.denied" for e in session.events)
-    summaries = [r.message.text for r in session.model.responses if not r.message.tool_uses]
-    assert summaries[0] == "Saved user_role.md, feedback_polars_pandas.md."
-    assert summaries[-1] == "Forgot feedback_polars_pandas.md (emptied)."
+    # Every run ended on its writes: no request was spent on a summary.
+    assert all(r.message.tool_uses for r in session.model.responses)
 
 
 def test_the_same_request_gets_an_equal_response(tmp_path: Path) -> None:
     session = Session(tmp_path)
     session.say("I'm a data scientist on the ingest team. Always use polars, never pandas.")
+    session.say("Forget the polars rule.")
     assert len(session.model.requests) == 3
 
     async def replay() -> list[ModelResponse]:
@@ -414,7 +416,11 @@ def test_the_same_request_gets_an_equal_response(tmp_path: Path) -> None:
         return [await fresh.request(r) for r in session.model.requests]
 
     assert asyncio.run(replay()) == session.model.responses
-    ids = [u.id for r in session.model.responses for u in r.message.tool_uses]
+    # Ids count up within a run: its first request, then the next.
+    first_run, *second_run = session.model.responses
+    ids = [u.id for u in first_run.message.tool_uses]
+    assert ids == [f"toolu_offline_{n}" for n in range(1, len(ids) + 1)]
+    ids = [u.id for r in second_run for u in r.message.tool_uses]
     assert ids == [f"toolu_offline_{n}" for n in range(1, len(ids) + 1)]
     assert all(r.usage.input_tokens > 0 for r in session.model.responses)
 
@@ -455,10 +461,20 @@ def test_prompt_parsing_keeps_in_step_with_the_prompt_builders(
             ManifestEntry(filename="user_role.md", type="user", description="The role: a: b"),
             ManifestEntry(filename="team/notes.md", type=None, description=""),
         ),
+        indexes={}
+        if skip_index
+        else {str(md.root): None, **({str(md.team_dir): None} if team else {})},
     )
-    single = build_extract_auto_only_prompt(1, "", memory_dir=str(md.root))
+    single = build_extract_auto_only_prompt(
+        1, "", memory_dir=str(md.root), index_text="- [A](a.md) — a\n"
+    )
     assert parse_extraction_prompt(single) == ExtractionPrompt(
-        count=1, memory_dir=str(md.root), team_dir=None, index=True, manifest=()
+        count=1,
+        memory_dir=str(md.root),
+        team_dir=None,
+        index=True,
+        manifest=(),
+        indexes={str(md.root): "- [A](a.md) — a\n"},
     )
 
 
@@ -471,6 +487,7 @@ def test_every_prompt_pattern_matches_some_real_prompt() -> None:
         build_extract_combined_prompt(3, "- b.md (2026-01-01T00:00:00.000Z)", skip, memory_dir="/m")
         for skip in (False, True)
     ]
+    prompts.append(STATE_HEADING + "\n\n" + prompts[0])
     for name, pattern in PROMPT_PATTERNS.items():
         assert any(pattern.search(p) for p in prompts), name
     assert parse_extraction_prompt("# Memory update\n\nSomething else") is None

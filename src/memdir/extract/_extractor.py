@@ -25,19 +25,15 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from memdir.extract._prompts import build_extract_auto_only_prompt, build_extract_combined_prompt
-from memdir.extract._standalone import STANDALONE_SYSTEM_PROMPT, build_standalone_context
+from memdir.extract._run import Runner, RunOutcome
 from memdir.extract._types import ExtractConfig, MemorySaved, Notify, PendingTurn, TurnContext
-from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
-from memdir.memory_tool import MemoryTool
 from memdir.messages import Message, model_visible
 from memdir.models import Model
-from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
-from memdir.store import ENTRYPOINT_NAME, MemoryDir, format_manifest
+from memdir.store import ENTRYPOINT_NAME, MemoryDir
 from memdir.telemetry import Sink, emit
-from memdir.tools import Tool, ToolContext, builtin_tools
+from memdir.tools import Tool
 
 __all__ = ["MemoryExtractor"]
 
@@ -63,12 +59,17 @@ class MemoryExtractor:
         sink: Sink | None = None,
         *,
         tools: Sequence[Tool] | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.memory_dir = memory_dir if isinstance(memory_dir, MemoryDir) else MemoryDir(memory_dir)
         self.model = model
         self.config = config or ExtractConfig()
         self.sink = sink
         self._extra_tools = tuple(tools or ())
+        self._clock = clock or time.time
+        self._runner = Runner(
+            self.memory_dir, model, self.config, sink, self._extra_tools, self._clock
+        )
         self.cursor: str | None = None
         """The uuid of the last message covered by a successful run (or a direct write)."""
         self._lock = threading.Lock()
@@ -101,7 +102,9 @@ class MemoryExtractor:
         try:
             if not self.config.enabled or turn.is_subagent:
                 return
-            pending = PendingTurn(turn=turn, length=len(turn.messages), notify=notify)
+            pending = PendingTurn(
+                turn=turn, length=len(turn.messages), reported_at=self._clock(), notify=notify
+            )
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
@@ -318,22 +321,38 @@ class MemoryExtractor:
         new_count: int,
         started: float,
     ) -> None:
+        """Run the memory agent from ``start`` to the end of the snapshot: one run, or, when
+        a standalone run can only take part of it, one after another."""
         turn = pending.turn
-        try:
-            result = await self._fork(turn, messages, start, new_count)
-        except Exception as exc:
-            emit(
-                self.sink,
-                "extract.error",
-                duration_ms=_ms(started),
-                error_type=type(exc).__name__,
-            )
-            return
-        if messages:
-            with self._lock:
-                self.cursor = messages[-1].uuid
+        cursor = start
+        while True:
+            try:
+                outcome = await self._runner.run(
+                    turn, messages, cursor, pending.reported_at, self._note_host_model
+                )
+            except Exception as exc:
+                emit(
+                    self.sink,
+                    "extract.error",
+                    duration_ms=_ms(started),
+                    error_type=type(exc).__name__,
+                    reason=_reason(exc),
+                )
+                return
+            if outcome.end > 0:
+                with self._lock:
+                    self.cursor = messages[outcome.end - 1].uuid
+            self._report(pending, outcome, started)
+            if outcome.end >= len(messages) or outcome.end <= cursor:
+                return
+            cursor = outcome.end
+            started = time.monotonic()
+
+    def _report(self, pending: PendingTurn, outcome: RunOutcome, started: float) -> None:
+        result, plan = outcome.result, outcome.plan
+        cwd = pending.turn.cwd
         memories = [p for p in result.written_paths if p.name != ENTRYPOINT_NAME]
-        team = sum(1 for p in memories if self.memory_dir.is_team_path(p, cwd=turn.cwd))
+        team = sum(1 for p in memories if self.memory_dir.is_team_path(p, cwd=cwd))
         usage = result.usage
         emit(
             self.sink,
@@ -342,97 +361,38 @@ class MemoryExtractor:
             output_tokens=usage.output_tokens,
             cache_read_input_tokens=usage.cache_read_input_tokens,
             cache_creation_input_tokens=usage.cache_creation_input_tokens,
-            message_count=new_count,
+            message_count=outcome.message_count,
             turn_count=result.turn_count,
             files_written=len(result.written_paths),
             memories_saved=len(memories),
             team_memories_saved=team,
             duration_ms=_ms(started),
-            cache_shared=turn.params is not None,
+            mode=plan.mode,
+            cache_shared=plan.mode == "fork",
+            plan_reason=plan.reason,
+            estimated_cost_fork=round(plan.fork.cost, 1) if plan.fork is not None else None,
+            estimated_cost_standalone=round(plan.standalone.cost, 1),
+            cost=round(outcome.cost, 1),
             hit_max_turns=result.hit_max_turns,
         )
         if memories and pending.notify is not None:
             with contextlib.suppress(Exception):  # the notice is a courtesy
                 pending.notify(MemorySaved(paths=tuple(memories), team_count=team))
 
-    async def _fork(
-        self, turn: TurnContext, messages: tuple[Message, ...], start: int, new_count: int
-    ) -> ForkResult:
-        md = self.memory_dir
-        headers = await asyncio.to_thread(md.scan)
-        manifest = format_manifest(headers)
-        if self.config.team:
-            prompt = build_extract_combined_prompt(
-                new_count,
-                manifest,
-                self.config.skip_index,
-                memory_dir=str(md.root),
-                team_dir=str(md.team_dir),
-            )
-        else:
-            prompt = build_extract_auto_only_prompt(
-                new_count, manifest, self.config.skip_index, memory_dir=str(md.root)
-            )
-        cwd = turn.cwd or os.getcwd()
-        gate = auto_mem_can_use_tool(
-            md,
-            cwd=cwd,
-            always_allow_tools=self.config.always_allow_tools,
-            allow_private_secrets=self.config.allow_private_secrets,
-            sink=self.sink,
-        )
-        # The memory tool runs too, for hosts built on Anthropic's client-side memory tool:
-        # their fork sees that tool's definition and may save through it.
-        tools = [*builtin_tools(cwd), MemoryTool(md), *self._extra_tools]
-        context = ToolContext(
-            write_guard=memory_write_guard(
-                md, allow_private_secrets=self.config.allow_private_secrets
-            )
-        )
-        await asyncio.to_thread(md.ensure)
-        prompt_messages = [Message.user(prompt)]
-        if turn.params is not None:
-            with self._lock:
-                # Only the background thread's loop is stopped by close(); a host's own
-                # loop keeps its connections, and its models are the host's to close.
-                on_thread = asyncio.get_running_loop() is self._thread_loop
-                if on_thread and all(m is not turn.params.model for m in self._models_used):
-                    self._models_used.append(turn.params.model)
-            return await run_forked_agent(
-                turn.params,
-                messages,
-                prompt_messages,
-                tools=tools,
-                can_use_tool=gate,
-                max_turns=self.config.max_turns,
-                context=context,
-                # A breakpoint on the host's final answer too: the fork writes that answer
-                # to the cache anyway, and the host's next request then reads it instead of
-                # writing it again.
-                cache_point=len(messages) - 1 if messages else None,
-            )
-        standalone = build_standalone_context(
-            messages,
-            cursor_index=start,
-            budget_tokens=self.config.context_budget_tokens,
-            tool_result_chars=self.config.tool_result_chars,
-        )
-        params = CacheSafeParams(
-            model=self.model,
-            system=STANDALONE_SYSTEM_PROMPT,
-            # memdir's own tools only: the memory tool's definition is a provider beta.
-            tools=[tool.definition() for tool in tools if not isinstance(tool, MemoryTool)],
-        )
-        return await run_forked_agent(
-            params,
-            standalone.messages,
-            prompt_messages,
-            tools=tools,
-            can_use_tool=gate,
-            max_turns=self.config.max_turns,
-            context=context,
-            cache_point=len(standalone.messages) - 1 if standalone.messages else None,
-        )
+    def _note_host_model(self, model: Model) -> None:
+        """Remember a host's model used from the background thread, for :meth:`close`."""
+        with self._lock:
+            # Only the background thread's loop is stopped by close(); a host's own loop
+            # keeps its connections, and its models are the host's to close.
+            on_thread = asyncio.get_running_loop() is self._thread_loop
+            if on_thread and all(m is not model for m in self._models_used):
+                self._models_used.append(model)
+
+
+def _reason(exc: BaseException) -> str:
+    """One line on why a run failed, short enough for a log line."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _ms(started: float) -> int:

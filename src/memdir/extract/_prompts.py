@@ -15,11 +15,17 @@ prompt and repeated runs keep a stable, cacheable prefix.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from memdir.errors import UsageError
 from memdir.store import MAX_ENTRYPOINT_LINES
 
-__all__ = ["build_extract_auto_only_prompt", "build_extract_combined_prompt"]
+__all__ = [
+    "PromptParts",
+    "build_extract_auto_only_prompt",
+    "build_extract_combined_prompt",
+    "extract_prompt_parts",
+]
 
 # ~150 characters: the index line length Claude Code asks its memory agent to stay under.
 _INDEX_LINE_CHARS = 150
@@ -43,17 +49,20 @@ creates, moves or changes a file.
 Always use absolute paths."""
 
 _TURNS = """\
-## Two turns: read, then write
+## One turn, or two
 
-`Edit`, and `Write` over a file that already exists, only work on a file you have `Read` \
-earlier in this run. So plan the run in two turns:
+Every request costs, so spend as few as the work allows:
 
-1. First turn: issue every `Read` you will need at once, as parallel calls: {reads}.
-2. Second turn: issue every `Write` and `Edit` at once, as parallel calls.
+- Nothing worth saving, which is the usual case: answer in one short line and call no \
+tool at all.
+- Only new memories: in a single turn, `Write` each new file{index_step}, all as parallel \
+calls. Once every call of a turn has written successfully, the run is over.
+- A change to a memory that exists: `Edit`, and `Write` over a file that already exists, \
+only work on a file you have `Read` earlier in this run{known}. So first issue every \
+`Read` you need at once, as parallel calls; then, in the next turn, every `Write` and \
+`Edit` at once.
 
-Do not alternate read, write, read over several turns. Most runs need exactly these two \
-turns. When nothing is worth saving, call no tools at all and simply answer that there is \
-nothing to save.
+Do not alternate read, write, read over several turns.
 
 Work from the conversation alone. Do not investigate or verify anything: no grepping the \
 codebase, no reading project files, no git commands, no checking whether what was said is \
@@ -68,6 +77,22 @@ These memory files exist already:
 
 Check this list before you write: update an existing file instead of writing a duplicate, \
 and change or remove a memory the conversation shows is wrong."""
+
+_ADD_POINTER = ", and add its pointer to {index} (`Edit` it, or `Write` it if it does not exist)"
+
+_INDEX_TEXT = """\
+## {label} as it is now
+
+{lead}
+
+{fence}markdown
+{text}
+{fence}"""
+
+_NO_INDEX_YET = """\
+## {label} as it is now
+
+{label} does not exist yet: create it with `Write`."""
 
 _REQUESTS = """\
 ## When the user asks directly
@@ -191,34 +216,112 @@ not create, read or change `MEMORY.md`."""
 _FINISH = """\
 ## Finish
 
-End your reply with one line that sums up what you saved or changed (for example \
-`Saved feedback_testing.md; updated user_role.md.`), or says that there was nothing to \
-save."""
+When you answer without a tool call, say in one line what you saved or changed (for \
+example `Saved feedback_testing.md; updated user_role.md.`), or that there was nothing \
+to save."""
 
 
-def build_extract_auto_only_prompt(
+@dataclass(frozen=True, kw_only=True)
+class PromptParts:
+    """The extraction prompt in three parts, by how often each one changes.
+
+    A fork sends them as one message (:attr:`whole`). memdir's own standalone request
+    puts :attr:`instructions` in its system prompt, cached across runs; :attr:`state`
+    before the conversation, cached until a memory changes; and :attr:`request` last.
+    """
+
+    request: str
+    """What this run is about: the number of new messages and where memory lives."""
+    state: str
+    """What memory holds now: the list of memory files and the text of each index."""
+    instructions: str
+    """How to do the job; the same on every run of one extractor."""
+
+    @property
+    def whole(self) -> str:
+        """The three as one prompt: the request, the state, then the instructions."""
+        return _join(self.request, self.state, self.instructions)
+
+
+def extract_prompt_parts(
     new_message_count: int,
     manifest: str,
     skip_index: bool = False,
     *,
     memory_dir: str | None = None,
-) -> str:
-    """The extraction prompt for a single, private memory directory.
-
-    ``new_message_count`` is the "~N" most recent messages the agent should look at;
-    ``manifest`` lists the existing memory files (see :func:`memdir.store.format_manifest`)
-    and is left out, heading and all, when it is empty. ``skip_index`` drops every
-    ``MEMORY.md`` step and tells the agent to leave that file alone. ``memory_dir``, when
-    given, is named as the directory to write in.
-
-    Raises :class:`~memdir.errors.UsageError` for a negative ``new_message_count``.
-    """
+    team: bool = False,
+    team_dir: str | None = None,
+    index_text: str | None = None,
+    team_index_text: str | None = None,
+) -> PromptParts:
+    """The extraction prompt for one private directory, or (``team``) a private and a team
+    directory, in parts; the arguments are those of :func:`build_extract_auto_only_prompt`
+    and :func:`build_extract_combined_prompt`."""
     opener = _opener(new_message_count)
-    if memory_dir is not None:
-        opener += f"\n\nThe memory directory is `{memory_dir}`."
-    reads = "every memory file you may update"
+    if team:
+        if team_dir is None and memory_dir is not None:
+            team_dir = os.path.join(memory_dir, "team")
+        request = opener + "\n\n" + _combined_location(memory_dir, team_dir)
+    else:
+        request = opener
+        if memory_dir is not None:
+            request += f"\n\nThe memory directory is `{memory_dir}`."
+    state = [_manifest_section(manifest)]
     if not skip_index:
-        reads = "`MEMORY.md` and " + reads
+        if team:
+            state.append(_index_section("`MEMORY.md` of the private directory", index_text))
+            state.append(_index_section("`MEMORY.md` of the team directory", team_index_text))
+        else:
+            state.append(_index_section("`MEMORY.md`", index_text))
+    return PromptParts(
+        request=request, state=_join(*state), instructions=_instructions(team, skip_index)
+    )
+
+
+def _index_section(label: str, text: str | None) -> str:
+    if text is None:
+        return _NO_INDEX_YET.format(label=label)
+    lead = f"{label} holds exactly this; it counts as `Read` already, so `Edit` it directly:"
+    # A fence longer than any backtick run inside keeps the text whole.
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    body = text.rstrip("\n") or "(empty)"
+    return _INDEX_TEXT.format(label=label, lead=lead, text=body, fence=fence)
+
+
+def _instructions(team: bool, skip_index: bool) -> str:
+    if team:
+        where_tools = "the two memory directories"
+        index_step = (
+            "" if skip_index else _ADD_POINTER.format(index="the `MEMORY.md` of its directory")
+        )
+        unindex = "" if skip_index else ", and remove its line from that directory's `MEMORY.md`"
+        index = _NO_INDEX
+        if not skip_index:
+            index = _INDEX.format(
+                index="the `MEMORY.md` of the same directory (each directory has its own)",
+                line_chars=_INDEX_LINE_CHARS,
+                loaded="Both indexes are loaded into every conversation",
+                each="each one",
+                max_lines=MAX_ENTRYPOINT_LINES,
+            )
+        types = (_TYPE_USER, _TYPE_FEEDBACK, _TYPE_PROJECT, _TYPE_REFERENCE)
+        typed = [f"{text}\n\n{scope}" for text, scope in zip(types, _SCOPES, strict=True)]
+        return _join(
+            _TOOLS.format(where=where_tools),
+            _turns(index_step, skip_index),
+            _REQUESTS.format(unindex=unindex),
+            _TYPES_INTRO,
+            *typed,
+            _TEAM_SECRETS,
+            _NOT_TO_SAVE,
+            _FILE_FORMAT.format(where="in the directory its scope calls for"),
+            index,
+            _FINISH,
+        )
+    index_step = "" if skip_index else _ADD_POINTER.format(index="`MEMORY.md`")
+    unindex = "" if skip_index else ", and remove its line from `MEMORY.md`"
     index = _NO_INDEX
     if not skip_index:
         index = _INDEX.format(
@@ -228,12 +331,9 @@ def build_extract_auto_only_prompt(
             each="it",
             max_lines=MAX_ENTRYPOINT_LINES,
         )
-    unindex = "" if skip_index else ", and remove its line from `MEMORY.md`"
     return _join(
-        opener,
         _TOOLS.format(where="the memory directory"),
-        _TURNS.format(reads=reads),
-        _manifest_section(manifest),
+        _turns(index_step, skip_index),
         _REQUESTS.format(unindex=unindex),
         _TYPES_INTRO,
         _TYPE_USER,
@@ -247,6 +347,40 @@ def build_extract_auto_only_prompt(
     )
 
 
+def _turns(index_step: str, skip_index: bool) -> str:
+    known = "" if skip_index else " (an index whose text you are shown counts as read)"
+    return _TURNS.format(index_step=index_step, known=known)
+
+
+def build_extract_auto_only_prompt(
+    new_message_count: int,
+    manifest: str,
+    skip_index: bool = False,
+    *,
+    memory_dir: str | None = None,
+    index_text: str | None = None,
+) -> str:
+    """The extraction prompt for a single, private memory directory.
+
+    ``new_message_count`` is the "~N" most recent messages the agent should look at;
+    ``manifest`` lists the existing memory files (see :func:`memdir.store.format_manifest`)
+    and is left out, heading and all, when it is empty. ``skip_index`` drops every
+    ``MEMORY.md`` step and tells the agent to leave that file alone. ``memory_dir``, when
+    given, is named as the directory to write in. ``index_text`` is the text of
+    ``MEMORY.md`` (None: it does not exist); the prompt shows it, so the agent can change
+    the index without a ``Read`` first, and the caller must count it as read.
+
+    Raises :class:`~memdir.errors.UsageError` for a negative ``new_message_count``.
+    """
+    return extract_prompt_parts(
+        new_message_count,
+        manifest,
+        skip_index,
+        memory_dir=memory_dir,
+        index_text=index_text,
+    ).whole
+
+
 def build_extract_combined_prompt(
     new_message_count: int,
     manifest: str,
@@ -254,46 +388,29 @@ def build_extract_combined_prompt(
     *,
     memory_dir: str | None = None,
     team_dir: str | None = None,
+    index_text: str | None = None,
+    team_index_text: str | None = None,
 ) -> str:
     """The extraction prompt for a private directory with a shared team directory beside it.
 
     Arguments as for :func:`build_extract_auto_only_prompt`. ``memory_dir`` is the private
-    directory; ``team_dir`` the team one, by default ``team`` inside ``memory_dir``. The
-    prompt adds, for each type of memory, whether it belongs in private or team memory,
-    and forbids secrets in team memory. Each directory keeps its own ``MEMORY.md``.
+    directory; ``team_dir`` the team one, by default ``team`` inside ``memory_dir``;
+    ``team_index_text`` the team directory's ``MEMORY.md``. The prompt adds, for each type
+    of memory, whether it belongs in private or team memory, and forbids secrets in team
+    memory. Each directory keeps its own ``MEMORY.md``.
 
     Raises :class:`~memdir.errors.UsageError` for a negative ``new_message_count``.
     """
-    if team_dir is None and memory_dir is not None:
-        team_dir = os.path.join(memory_dir, "team")
-    reads = "every memory file you may update"
-    if not skip_index:
-        reads = "the `MEMORY.md` of each directory you will write to, and " + reads
-    index = _NO_INDEX
-    if not skip_index:
-        index = _INDEX.format(
-            index="the `MEMORY.md` of the same directory (each directory has its own)",
-            line_chars=_INDEX_LINE_CHARS,
-            loaded="Both indexes are loaded into every conversation",
-            each="each one",
-            max_lines=MAX_ENTRYPOINT_LINES,
-        )
-    unindex = "" if skip_index else ", and remove its line from that directory's `MEMORY.md`"
-    types = (_TYPE_USER, _TYPE_FEEDBACK, _TYPE_PROJECT, _TYPE_REFERENCE)
-    return _join(
-        _opener(new_message_count) + "\n\n" + _combined_location(memory_dir, team_dir),
-        _TOOLS.format(where="the two memory directories"),
-        _TURNS.format(reads=reads),
-        _manifest_section(manifest),
-        _REQUESTS.format(unindex=unindex),
-        _TYPES_INTRO,
-        *(f"{text}\n\n{scope}" for text, scope in zip(types, _SCOPES, strict=True)),
-        _TEAM_SECRETS,
-        _NOT_TO_SAVE,
-        _FILE_FORMAT.format(where="in the directory its scope calls for"),
-        index,
-        _FINISH,
-    )
+    return extract_prompt_parts(
+        new_message_count,
+        manifest,
+        skip_index,
+        memory_dir=memory_dir,
+        team=True,
+        team_dir=team_dir,
+        index_text=index_text,
+        team_index_text=team_index_text,
+    ).whole
 
 
 def _opener(new_message_count: int) -> str:

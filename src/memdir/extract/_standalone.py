@@ -1,19 +1,32 @@
-"""The memory agent's own request, for hosts that pass no request of theirs to share.
+"""The memory agent's own request, for runs that do not ride the host's prompt cache.
 
-On transcripts read from disk, or in a host that does not hand over its request, there is
-no parent prompt cache to ride. memdir then sends a request of its own that is built to be
-cached across the runs of one session: a fixed system prompt, memdir's own tool
-definitions, and the conversation as plain messages — tool calls and results written out
-as text (the memory agent cannot call the host's tools, and long results are cut to their
-head) — with a cache breakpoint at the end of the conversation, before the per-run prompt.
-When the conversation outgrows the token budget, the oldest messages before the cursor
-go first, cut at a fixed step so that consecutive runs keep the same start and so the same
-cached prefix.
+On transcripts read from disk, in a host that does not hand over its request, or when the
+host's request would cost more to re-send than it saves (see ``_planner``), memdir sends a
+request of its own. Its cost depends on what is new, not on how long the conversation is:
+
+1. a static prefix — memdir's system prompt holding every instruction of the extraction
+   prompt, and the three file tools — the same on every run, so cached;
+2. what memory holds now (the list of memory files, the text of ``MEMORY.md``), cached
+   until a memory changes; its files are listed oldest first, so a new one only appends;
+3. a window of the conversation before the cursor, for context, of at most
+   ``window_tokens``: its start moves in steps of half the window, so successive runs
+   send the same start and read it from the cache;
+4. the messages new since the cursor, each seen as new by exactly one run: a stretch
+   longer than ``chunk_tokens`` is split over several runs;
+5. last, the short request naming the number of new messages and the memory directory.
+
+The conversation is rendered as plain text messages: tool calls and results become text
+(the memory agent cannot call the host's tools) and long results are cut to their head.
+Each message is rendered once and kept for as long as it lives; a long conversation's
+first run renders it in slices, letting the event loop through in between.
 """
 
 from __future__ import annotations
 
+import asyncio
+import bisect
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,31 +40,40 @@ from memdir.messages import (
     ToolUseBlock,
 )
 
-__all__ = ["STANDALONE_SYSTEM_PROMPT", "StandaloneContext", "build_standalone_context"]
+__all__ = [
+    "STANDALONE_SYSTEM_PROMPT",
+    "STATE_HEADING",
+    "RenderedConversation",
+    "StandaloneWindow",
+    "estimate_tokens",
+    "standalone_system_prompt",
+]
 
 STANDALONE_SYSTEM_PROMPT = """\
-You are memdir's memory agent. You are shown a conversation between a user and an AI \
-assistant, followed by instructions from memdir. Your only job is to keep the memory \
-directory those instructions name accurate and useful for future conversations with the \
-same user: save what is worth keeping, update what changed, and remove what the user asks \
-to forget. Tool calls and tool results from the conversation are shown as text; they \
-happened in the past and cannot be repeated. Use only the tools you are given, and follow \
-memdir's instructions exactly."""
+You are memdir's memory agent. You are shown what the memory directory holds now, then a \
+stretch of a conversation between a user and an AI assistant, then a request from memdir. \
+Your only job is to keep the memory directory accurate and useful for future conversations \
+with the same user: save what is worth keeping, update what changed, and remove what the \
+user asks to forget. Tool calls and tool results from the conversation are shown as text; \
+they happened in the past and cannot be repeated. Use only the tools you are given, and \
+follow the instructions below exactly."""
 
-# Messages are dropped in whole steps of this many, so the start of the conversation
-# moves rarely and the cached prefix survives many runs.
-_DROP_STEP = 32
+STATE_HEADING = "# Memory as it is now"
+"""How the message that shows the memory directory's state begins."""
+
 _CHARS_PER_TOKEN = 4
+_SLICE_SECONDS = 0.001  # longest stretch of rendering before the event loop gets a turn
+_CHECK_EVERY = 32
 
 
-@dataclass(frozen=True, kw_only=True)
-class StandaloneContext:
-    """The conversation as the standalone request carries it."""
+def standalone_system_prompt(instructions: str) -> str:
+    """The standalone request's system prompt: who the agent is, then ``instructions``."""
+    return f"{STANDALONE_SYSTEM_PROMPT}\n\n{instructions}"
 
-    messages: tuple[Message, ...]
-    """Rendered messages, oldest first, starting with a user message."""
-    dropped: int
-    """How many of the original messages were left out to fit the budget."""
+
+def estimate_tokens(text: str) -> int:
+    """Tokens in ``text``, estimated as characters / 4 (the fake servers' rule too)."""
+    return len(text) // _CHARS_PER_TOKEN + 1
 
 
 def _render_block(block: object, limit: int) -> str:
@@ -78,7 +100,37 @@ def _cut(text: str, limit: int) -> str:
     return f"{text[:limit]}\n[… {len(text) - limit} more characters cut]"
 
 
-def _render(message: Message, limit: int) -> Message | None:
+# Characters a block costs on the wire beyond its text: its type, its keys, the quotes.
+_BLOCK_OVERHEAD = 40
+
+
+def _raw_tokens(message: Message) -> int:
+    chars = 16
+    for block in message.content:
+        chars += _BLOCK_OVERHEAD
+        if isinstance(block, TextBlock):
+            chars += len(block.text)
+        elif isinstance(block, ThinkingBlock):
+            chars += len(block.thinking) + len(block.signature or "")
+        elif isinstance(block, ToolUseBlock):
+            chars += len(block.name) + len(block.id) + _json_chars(block.input)
+        elif isinstance(block, ToolResultBlock):
+            chars += len(block.tool_use_id) + len(block.text)
+        elif isinstance(block, ImageBlock):
+            chars += len(block.data or block.url or "")
+        elif isinstance(block, OtherBlock):
+            chars += _json_chars(block.data)
+    return chars // _CHARS_PER_TOKEN + 1
+
+
+def _json_chars(value: object) -> int:
+    try:
+        return len(json.dumps(value, ensure_ascii=False, default=str))
+    except (TypeError, ValueError, RecursionError):
+        return len(repr(value))
+
+
+def _rendered_text(message: Message, limit: int) -> str | None:
     if message.role not in ("user", "assistant"):
         return None
     parts = [p for p in (_render_block(b, limit) for b in message.content) if p]
@@ -87,6 +139,14 @@ def _render(message: Message, limit: int) -> Message | None:
     text = "\n\n".join(parts)
     if message.is_compact_summary:
         text = f"[summary of the earlier conversation]\n{text}"
+    return text
+
+
+def render(message: Message, limit: int) -> Message | None:
+    """``message`` as one text block, or None for what the memory agent need not see."""
+    text = _rendered_text(message, limit)
+    if text is None:
+        return None
     # Timestamp and flags are not sent; they tell a rule-based model when things were said.
     return Message(
         role=message.role,
@@ -97,33 +157,127 @@ def _render(message: Message, limit: int) -> Message | None:
     )
 
 
-def _tokens(message: Message) -> int:
-    return len(message.text) // _CHARS_PER_TOKEN + 1
+@dataclass(frozen=True, kw_only=True)
+class StandaloneWindow:
+    """The stretch of conversation one standalone run sends."""
+
+    messages: tuple[Message, ...]
+    """The rendered messages, window first, then the new ones."""
+    start: int
+    """Index (in the host's conversation) of the window's first message."""
+    cursor: int
+    """Index of the first new message."""
+    end: int
+    """Index after the last new message this run covers (the rest go to the next run)."""
+    previous_end: int | None
+    """Position in :attr:`messages` of the last message before the cursor, if it is there:
+    where the run before this one ended, and so where its cache entry is."""
+    window_tokens: int
+    """Estimated tokens of the window."""
+    new_tokens: int
+    """Estimated tokens of the new messages."""
 
 
-def build_standalone_context(
-    messages: Sequence[Message],
-    *,
-    cursor_index: int,
-    budget_tokens: int,
-    tool_result_chars: int,
-) -> StandaloneContext:
-    """The conversation rendered for a standalone run, within ``budget_tokens``.
+class RenderedConversation:
+    """A host's conversation rendered for standalone runs, kept between the runs of one
+    extractor, with running token counts for the window's steps.
 
-    ``cursor_index`` is the number of messages already handled by earlier runs; those
-    are the first to go when the budget is tight, a step at a time. If even the new
-    messages do not fit, the oldest of them go too, so the most recent always stay.
+    Conversations only grow between turns, or get compacted; :meth:`update` keeps what
+    is still the same (by identity) and renders only the rest.
     """
-    rendered = [_render(m, tool_result_chars) for m in messages]
-    costs = [_tokens(r) if r is not None else 0 for r in rendered]
-    total = sum(costs)
-    start = 0
-    while total > budget_tokens and start < len(messages):
-        step = _DROP_STEP if start + _DROP_STEP <= cursor_index else 1
-        total -= sum(costs[start : start + step])
-        start += step
-    kept = [r for r in rendered[start:] if r is not None]
-    if kept and kept[0].role != "user":
-        # Anthropic's API wants a user message first.
-        kept.insert(0, Message.user("[the conversation so far begins with the assistant]"))
-    return StandaloneContext(messages=tuple(kept), dropped=start)
+
+    def __init__(self, tool_result_chars: int) -> None:
+        self._limit = tool_result_chars
+        self._messages: list[Message] = []
+        self._rendered: dict[int, Message | None] = {}
+        """Rendered messages by index, for the stretch the last window sent. The rest are
+        kept as counts only: a long conversation rendered whole would double the objects
+        the garbage collector walks, and its pauses would land on the host's loop."""
+        self._cumulative: list[int] = [0]
+        """``_cumulative[i]``: estimated tokens of the first ``i`` rendered messages."""
+        self._raw: list[int] = [0]
+        """``_raw[i]``: estimated tokens of the first ``i`` messages as the host sent them."""
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def tokens_between(self, start: int, end: int) -> int:
+        """Estimated tokens of messages ``start`` to ``end`` (exclusive), as rendered."""
+        return self._cumulative[end] - self._cumulative[start]
+
+    def raw_tokens_between(self, start: int, end: int) -> int:
+        """Estimated tokens of messages ``start`` to ``end`` (exclusive), as the host sent
+        them: every block whole, with its wire overhead."""
+        return self._raw[end] - self._raw[start]
+
+    async def update(self, messages: Sequence[Message]) -> None:
+        """Align with ``messages``, rendering what is new, in slices."""
+        kept = self._kept(messages)
+        del self._messages[kept:]
+        self._rendered = {i: m for i, m in self._rendered.items() if i < kept}
+        del self._cumulative[kept + 1 :]
+        del self._raw[kept + 1 :]
+        started = time.perf_counter()
+        for index in range(kept, len(messages)):
+            message = messages[index]
+            self._messages.append(message)
+            text = _rendered_text(message, self._limit)
+            tokens = estimate_tokens(text) if text is not None else 0
+            self._cumulative.append(self._cumulative[-1] + tokens)
+            self._raw.append(self._raw[-1] + _raw_tokens(message))
+            if index % _CHECK_EVERY == 0 and time.perf_counter() - started > _SLICE_SECONDS:
+                await asyncio.sleep(0)
+                started = time.perf_counter()
+
+    def _kept(self, messages: Sequence[Message]) -> int:
+        """How many leading messages are the ones already rendered."""
+        have = min(len(self._messages), len(messages))
+        if have == 0 or messages[have - 1] is self._messages[have - 1]:
+            return have
+        # Something before the end changed (a compaction, a rewind): find the longest
+        # common stretch, assuming, as between turns, that it is a prefix.
+        low, high = 0, have - 1  # messages[:low] matches; messages[high] does not
+        while low < high:
+            middle = (low + high + 1) // 2
+            if messages[middle - 1] is self._messages[middle - 1]:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+    def window(
+        self, cursor: int, end: int, *, window_tokens: int, chunk_tokens: int
+    ) -> StandaloneWindow:
+        """The stretch a run sends: up to ``window_tokens`` before ``cursor``, from a start
+        on a fixed grid of half that size, then new messages up to ``chunk_tokens`` (at
+        least one) but not past ``end``."""
+        cumulative = self._cumulative
+        step = max(1, window_tokens // 2)
+        floor = cumulative[cursor] - window_tokens
+        grid = -(-floor // step) * step if floor > 0 else 0  # the next grid line at or after
+        start = min(bisect.bisect_left(cumulative, grid, 0, cursor + 1), cursor)
+        limit = cumulative[cursor] + chunk_tokens
+        stop = bisect.bisect_right(cumulative, limit, cursor, end + 1) - 1
+        stop = min(max(stop, cursor + 1), end) if end > cursor else cursor
+        rendered: list[Message] = []
+        previous_end: int | None = None
+        kept = {i: m for i, m in self._rendered.items() if start <= i < stop}
+        for index in range(start, stop):
+            if index not in kept:
+                kept[index] = render(self._messages[index], self._limit)
+            message = kept[index]
+            if message is None:
+                continue
+            rendered.append(message)
+            if index < cursor:
+                previous_end = len(rendered) - 1
+        self._rendered = kept
+        return StandaloneWindow(
+            messages=tuple(rendered),
+            start=start,
+            cursor=cursor,
+            end=stop,
+            previous_end=previous_end,
+            window_tokens=self.tokens_between(start, cursor),
+            new_tokens=self.tokens_between(cursor, stop),
+        )

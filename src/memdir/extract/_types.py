@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from memdir.cost import Prices
+from memdir.extract._planner import Mode
 from memdir.fork import CacheSafeParams
 from memdir.messages import Message
 
@@ -32,10 +34,23 @@ class ExtractConfig:
     """Tools the gate lets through unchecked (for a wrapper that checks its own calls)."""
     allow_private_secrets: bool = False
     """Let a credential be written to private memory (never to team memory)."""
+    mode: Mode = "auto"
+    """How runs reach the model. ``auto``: each run takes the cheaper of the fork (inside
+    the host's prompt cache) and memdir's own standalone request, by the estimate of
+    both; ``fork``: always the fork when the host passed its request (and it fits the
+    model); ``standalone``: never the fork."""
+    prices: Mapping[str, Prices] = field(default_factory=dict)
+    """Prices that override :data:`memdir.cost.MODEL_FAMILIES`, by model name, spec
+    (``openai:gpt-4o``) or a prefix of either; the longest key that matches wins."""
+    window_tokens: int = 3_000
+    """Standalone runs: the most earlier conversation (estimated tokens) sent as context
+    before the new messages."""
     context_budget_tokens: int = 100_000
-    """Standalone runs only: the most conversation (estimated tokens) sent per run."""
+    """Standalone runs: the most new conversation (estimated tokens) one run looks at; a
+    longer stretch is split over several runs, each message still seen once."""
     tool_result_chars: int = 2_000
-    """Standalone runs only: tool results longer than this are cut to their head."""
+    """Standalone runs: tool results and tool inputs longer than this are cut to their
+    head."""
 
     def turns_between_runs(self) -> int:
         """The current value of :attr:`every_n_turns`, at least 1."""
@@ -62,6 +77,10 @@ class TurnContext:
     """A subagent's turn: ignored, only the main agent's conversation is remembered."""
     cwd: str | None = None
     """The host's working directory, for relative paths; default: the process's."""
+    last_request_at: float | None = None
+    """When the host's last model request of this turn was sent, on the extractor's clock
+    (``time.time()`` unless it was given another); default: when the turn is reported.
+    It tells whether the host's prompt cache still holds the request."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,5 +113,6 @@ class PendingTurn:
 
     turn: TurnContext
     length: int
+    reported_at: float
     notify: Notify | None = None
     trailing: bool = False

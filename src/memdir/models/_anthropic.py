@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,13 +17,16 @@ from memdir.models._retry import (
     with_retries,
 )
 from memdir.models._types import ModelRequest, ModelResponse, SystemPrompt, Usage
+from memdir.models._wire_cache import WireCache
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
 
-__all__ = ["AnthropicModel"]
+__all__ = ["MAX_BREAKPOINTS", "AnthropicModel", "breakpoint_count"]
 
 _EPHEMERAL = {"type": "ephemeral"}
+MAX_BREAKPOINTS = 4
+"""Anthropic refuses a request with more ``cache_control`` markers than this."""
 # Anthropic requires max_tokens; used only when the request's params do not set it.
 _DEFAULT_MAX_TOKENS = 8192
 # The block fields a request may carry; a response can hold more (citations set to null,
@@ -35,23 +37,11 @@ _BLOCK_FIELDS = {
     "redacted_thinking": ("type", "data"),
     "tool_use": ("type", "id", "name", "input"),
 }
-
-
-def _system_blocks(system: SystemPrompt) -> list[dict[str, Any]] | None:
-    """The system prompt as blocks, with a cache breakpoint on the last one."""
-    if system is None:
-        return None
-    blocks: list[dict[str, Any]]
-    if isinstance(system, str):
-        blocks = [{"type": "text", "text": system}]
-    else:
-        blocks = [dict(b) for b in system]
-    if blocks:
-        blocks[-1]["cache_control"] = dict(_EPHEMERAL)
-    return blocks
-
-
 _UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+def _marked(item: object) -> bool:
+    return isinstance(item, Mapping) and item.get("cache_control") is not None
 
 
 def _markable(block: object) -> bool:
@@ -62,40 +52,117 @@ def _markable(block: object) -> bool:
     return kind not in _UNMARKABLE and not (kind == "text" and not block.get("text"))
 
 
-def _mark(message: dict[str, Any]) -> None:
-    """Put a cache breakpoint on the last block of ``message`` that may carry one."""
-    if isinstance(message.get("content"), str):
-        if not message["content"]:
-            return
-        message["content"] = [{"type": "text", "text": message["content"]}]
-    content = message.get("content")
-    if isinstance(content, list):
-        for block in reversed(content):
-            if _markable(block):
-                block["cache_control"] = dict(_EPHEMERAL)
-                return
+def _message_wire(message: Message, index: int) -> dict[str, Any]:
+    """One message as the API takes it, without any ``cache_control`` of its own.
 
-
-def _wire_messages(messages: Sequence[Message], points: Sequence[int] = ()) -> list[dict[str, Any]]:
-    """The messages with a cache breakpoint on the last block of the last message.
-
-    Markers already in the messages are removed, so that a parent and a fork built from
-    the same conversation send identical bytes for everything before the breakpoint.
-    ``points`` adds breakpoints at the end of those messages too (at most two are used:
-    Anthropic allows four in all, and the system prompt takes one).
+    Markers that came with the message are left out, so that a parent and a fork built
+    from the same conversation send identical bytes for everything before a breakpoint;
+    where the breakpoints go is decided per request.
     """
-    wire = copy.deepcopy(messages_to_anthropic(messages))
-    for message in wire:
-        content = message.get("content")
-        if isinstance(content, list):
-            for block in content:
-                if isinstance(block, dict):
-                    block.pop("cache_control", None)
-    if wire:
-        extra = sorted({p % len(wire) for p in points if -len(wire) <= p < len(wire)})
-        for index in [*extra[-2:], len(wire) - 1]:
-            _mark(wire[index])
+    try:
+        (wire,) = messages_to_anthropic([message])
+    except UsageError as exc:
+        raise UsageError(str(exc).replace("message 0", f"message {index}", 1)) from None
+    content = wire.get("content")
+    if isinstance(content, list) and any(_marked(b) for b in content):
+        wire["content"] = [
+            {k: v for k, v in b.items() if k != "cache_control"} if _marked(b) else b
+            for b in content
+        ]
     return wire
+
+
+def _with_marker(message: dict[str, Any]) -> dict[str, Any] | None:
+    """A copy of ``message`` with a breakpoint on its last block that may carry one.
+
+    The cached wire form is shared between requests, so only the copy changes. None when
+    no block may carry a marker (an empty message, thinking alone).
+    """
+    content = message.get("content")
+    if isinstance(content, str):
+        if not content:
+            return None
+        block = {"type": "text", "text": content, "cache_control": dict(_EPHEMERAL)}
+        return {**message, "content": [block]}
+    if not isinstance(content, list):
+        return None
+    for position in range(len(content) - 1, -1, -1):
+        if _markable(content[position]):
+            blocks = list(content)
+            blocks[position] = {**content[position], "cache_control": dict(_EPHEMERAL)}
+            return {**message, "content": blocks}
+    return None
+
+
+def _markable_message(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    if isinstance(content, str):
+        return bool(content)
+    return isinstance(content, list) and any(_markable(b) for b in content)
+
+
+def _system_blocks(system: SystemPrompt) -> list[dict[str, Any]] | None:
+    """The system prompt as blocks, with a cache breakpoint on the last one.
+
+    A marker the caller already put on the last block stays as it is, with its TTL: a
+    host that caches its system prompt for an hour keeps that hour.
+    """
+    if system is None:
+        return None
+    blocks: list[dict[str, Any]]
+    if isinstance(system, str):
+        blocks = [{"type": "text", "text": system}]
+    else:
+        blocks = [dict(b) for b in system]
+    if blocks and not _marked(blocks[-1]):
+        blocks[-1]["cache_control"] = dict(_EPHEMERAL)
+    return blocks
+
+
+def _fit_breakpoints(
+    tools: list[dict[str, Any]], system: list[dict[str, Any]] | None, reserved: int
+) -> None:
+    """Remove markers from ``tools`` and ``system`` until ``reserved`` more fit in four.
+
+    The conversation's own marker matters most (without it nothing of the conversation is
+    cached), so when the tools and system prompt already hold four, the earliest of
+    theirs gives way: a later breakpoint caches everything an earlier one does.
+    """
+    places: list[dict[str, Any]] = [t for t in tools if _marked(t)]
+    places += [b for b in system or () if _marked(b)]
+    while len(places) + reserved > MAX_BREAKPOINTS and places:
+        places.pop(0).pop("cache_control", None)
+
+
+def _message_points(wire: list[dict[str, Any]], points: Sequence[int], budget: int) -> list[int]:
+    """Which messages end a cached prefix: the last, then ``points``, latest first."""
+    if not wire or budget < 1:
+        return []
+    size = len(wire)
+    chosen: list[int] = []
+    last = next((i for i in range(size - 1, -1, -1) if _markable_message(wire[i])), None)
+    if last is not None:
+        chosen.append(last)
+    extra = sorted({p % size for p in points if -size <= p < size}, reverse=True)
+    for index in extra:
+        if len(chosen) >= budget:
+            break
+        if index not in chosen and _markable_message(wire[index]):
+            chosen.append(index)
+    return sorted(chosen)
+
+
+def breakpoint_count(kwargs: Mapping[str, Any]) -> int:
+    """How many ``cache_control`` markers a request built by :class:`AnthropicModel` holds."""
+    count = sum(_marked(t) for t in kwargs.get("tools") or ())
+    system = kwargs.get("system")
+    if isinstance(system, list):
+        count += sum(_marked(b) for b in system)
+    for message in kwargs.get("messages") or ():
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, list):
+            count += sum(_marked(b) for b in content)
+    return count + (1 if _marked(kwargs) else 0)
 
 
 def _response_message(data: Mapping[str, Any]) -> Message:
@@ -151,6 +218,7 @@ class AnthropicModel(ClientPerLoop["AsyncAnthropic"]):
 
             client = factory()
         self._clients = LoopClients(client, factory)
+        self._wire: WireCache[dict[str, Any]] = WireCache(_message_wire)
 
     @property
     def name(self) -> str:
@@ -158,20 +226,42 @@ class AnthropicModel(ClientPerLoop["AsyncAnthropic"]):
         return f"anthropic:{self.model}"
 
     def wire_request(self, request: ModelRequest) -> dict[str, Any]:
-        """The keyword arguments sent to ``messages.create`` for ``request``."""
+        """The keyword arguments sent to ``messages.stream`` for ``request``.
+
+        Breakpoints: the caller's own markers on tools and system blocks stay, with their
+        TTLs; the last system block gets one if it has none; the last message gets one,
+        and ``request.cache_points`` take what is left of Anthropic's four, latest first.
+        """
+        return self._assemble(request, self._wire.convert(request.messages))
+
+    def _assemble(self, request: ModelRequest, messages: list[dict[str, Any]]) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": self.model, "max_tokens": _DEFAULT_MAX_TOKENS}
         kwargs.update(request.params)
         system = _system_blocks(request.system)
+        tools = [dict(t) for t in request.tools]
+        # A top-level automatic marker takes one of the four too.
+        reserved = (1 if messages else 0) + (1 if _marked(request.params) else 0)
+        _fit_breakpoints(tools, system, reserved)
         if system is not None:
             kwargs["system"] = system
-        if request.tools:
-            kwargs["tools"] = [dict(t) for t in request.tools]
-        kwargs["messages"] = _wire_messages(request.messages, request.cache_points)
+        if tools:
+            kwargs["tools"] = tools
+        fixed = breakpoint_count({"tools": tools, "system": system, **request.params})
+        points = _message_points(messages, request.cache_points, MAX_BREAKPOINTS - fixed)
+        if points:
+            messages = list(messages)
+            for index in points:
+                marked = _with_marker(messages[index])
+                if marked is not None:
+                    messages[index] = marked
+        kwargs["messages"] = messages
         return kwargs
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Send ``request`` and return Claude's answer."""
-        kwargs = self.wire_request(request)
+        # A long conversation's first request converts it in slices; later ones reuse it.
+        messages = await self._wire.convert_in_slices(request.messages)
+        kwargs = self._assemble(request, messages)
         return await with_retries(lambda: self._once(kwargs), self.retry, provider=self.name)
 
     async def _once(self, kwargs: dict[str, Any]) -> ModelResponse:
@@ -208,11 +298,19 @@ class AnthropicModel(ClientPerLoop["AsyncAnthropic"]):
                 output_tokens=usage.get("output_tokens") or 0,
                 cache_read_input_tokens=usage.get("cache_read_input_tokens") or 0,
                 cache_creation_input_tokens=usage.get("cache_creation_input_tokens") or 0,
+                cache_creation_1h_input_tokens=_one_hour_writes(usage),
             ),
             stop_reason=data.get("stop_reason"),
             model=data.get("model"),
             id=data.get("id"),
         )
+
+
+def _one_hour_writes(usage: Mapping[str, Any]) -> int:
+    breakdown = usage.get("cache_creation")
+    if isinstance(breakdown, Mapping):
+        return int(breakdown.get("ephemeral_1h_input_tokens") or 0)
+    return 0
 
 
 def _error_text(exc: Any) -> str:

@@ -29,6 +29,7 @@ from memdir.models._offline_request import (
     newest_date,
     parse_extraction_prompt,
     prompt_index,
+    prompt_text,
     read_results,
     typed_text,
 )
@@ -95,7 +96,9 @@ class OfflineModel:
         if dream is not None:
             return _respond(request, dream.text, dream.calls, dream.first_id)
         prompt_at = prompt_index(messages)
-        prompt = parse_extraction_prompt(messages[prompt_at].text) if prompt_at >= 0 else None
+        system = _system_text(request.system)
+        found = prompt_text(messages, prompt_at, system) if prompt_at >= 0 else None
+        prompt = parse_extraction_prompt(found) if found is not None else None
         if prompt is None:
             return _respond(request, _NOT_A_CHAT)
         if prompt.memory_dir is None:
@@ -108,17 +111,27 @@ class OfflineModel:
         if not targets:
             return _respond(request, "Nothing to save.")
         first_id = 1 + sum(len(m.tool_uses) for m in own)
+        # An index the prompt shows counts as read: its text is right there.
+        shown = {os.path.join(d, ENTRYPOINT_NAME): t for d, t in prompt.indexes.items()}
         reading = not any(m.role == "assistant" for m in own)
-        reads = _reads(prompt, targets) if reading else []
+        reads = [r for r in _reads(prompt, targets) if r not in shown] if reading else []
         if reads:
             calls = [("Read", {"file_path": path}) for path in reads]
             return _respond(request, "", calls, first_id)
-        # Second turn, or a first one with nothing to read (no index, only new files).
-        writes = _writes(prompt, targets, read_results(own))
+        # Second turn, or a first one with nothing to read (only new files).
+        writes = _writes(prompt, targets, {**shown, **read_results(own)})
         if not writes:
             return _respond(request, "Nothing new to save: it is all in memory already.")
         calls = [("Write", {"file_path": path, "content": text}) for path, text in writes]
         return _respond(request, "", calls, first_id)
+
+
+def _system_text(system: object) -> str:
+    if isinstance(system, str):
+        return system
+    if isinstance(system, Sequence):
+        return "\n\n".join(str(b.get("text", "")) for b in system if isinstance(b, Mapping))
+    return ""
 
 
 def _cues(

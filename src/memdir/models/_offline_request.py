@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import types
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Final
 
@@ -21,6 +21,7 @@ __all__ = [
     "newest_date",
     "parse_extraction_prompt",
     "prompt_index",
+    "prompt_text",
     "read_results",
     "typed_text",
 ]
@@ -30,6 +31,8 @@ PROMPT_PATTERNS: Final[Mapping[str, re.Pattern[str]]] = types.MappingProxyType(
         # Each matches a line that memdir.extract._prompts writes; a test builds real prompts
         # with both builders and checks that every one of them still parses.
         "opener": re.compile(r"^# Memory update\n\nYou are now the memory agent", re.M),
+        # A standalone request shows the memory's state in a message of its own.
+        "state": re.compile(r"\A# Memory as it is now\n"),
         "count": re.compile(r"Look at the last ~(\d+) messages?\b"),
         "memory_dir": re.compile(r"^The memory directory is `([^`\n]+)`\.$", re.M),
         "private_dir": re.compile(r"^- Private, for this user alone: `([^`\n]+)`\.$", re.M),
@@ -37,6 +40,12 @@ PROMPT_PATTERNS: Final[Mapping[str, re.Pattern[str]]] = types.MappingProxyType(
             r"^- Team, shared with everyone who works on this project: `([^`\n]+)`\.$", re.M
         ),
         "no_index": re.compile(r"do not create, read or change `MEMORY\.md`"),
+        "index_text": re.compile(
+            r"^## `MEMORY\.md`(?: of the (?P<scope>private|team) directory)? as it is now\n\n"
+            r"(?:[^\n]*holds exactly this[^\n]*\n\n(?P<fence>`{3,})markdown\n(?P<text>.*?)\n"
+            r"(?P=fence)$|[^\n]*does not exist yet)",
+            re.M | re.S,
+        ),
         "manifest": re.compile(r"^## Existing memory files\n(.*?)(?=^## |\Z)", re.M | re.S),
         "manifest_line": re.compile(
             r"^- (?:\[(?P<type>user|feedback|project|reference)\] )?(?P<file>.+?\.md) "
@@ -78,6 +87,8 @@ class ExtractionPrompt:
     """Whether ``MEMORY.md`` is kept (``False`` with ``skip_index``)."""
     manifest: tuple[ManifestEntry, ...]
     """The existing memory files."""
+    indexes: Mapping[str, str | None] = field(default_factory=dict)
+    """The ``MEMORY.md`` texts the prompt shows, by directory (None: it does not exist)."""
 
 
 def parse_extraction_prompt(text: str) -> ExtractionPrompt | None:
@@ -99,13 +110,42 @@ def parse_extraction_prompt(text: str) -> ExtractionPrompt | None:
                 description=line.group("description") or "",
             )
         )
+    memory_dir = private.group(1) if private else None
+    team_dir = team.group(1) if team else None
+    indexes: dict[str, str | None] = {}
+    for shown in PROMPT_PATTERNS["index_text"].finditer(text):
+        where = team_dir if shown.group("scope") == "team" else memory_dir
+        if where is None or where in indexes:
+            continue
+        body = shown.group("text")
+        if body is None:
+            indexes[where] = None
+        else:
+            indexes[where] = "" if body == "(empty)" else body + "\n"
     return ExtractionPrompt(
         count=int(count.group(1)) if count else 0,
-        memory_dir=private.group(1) if private else None,
-        team_dir=team.group(1) if team else None,
+        memory_dir=memory_dir,
+        team_dir=team_dir,
         index=PROMPT_PATTERNS["no_index"].search(text) is None,
         manifest=tuple(entries),
+        indexes=types.MappingProxyType(indexes),
     )
+
+
+def prompt_text(messages: Sequence[Message], at: int, system: str) -> str:
+    """Everything of memdir's that a request holds around the prompt at ``at``.
+
+    A fork's prompt is one message. A standalone request spreads it: the instructions
+    are in the system prompt and the memory's state in a message before the conversation.
+    """
+    parts = [messages[at].text]
+    for message in messages[:at]:
+        if message.role == "user" and PROMPT_PATTERNS["state"].match(message.text):
+            parts.append(message.text)
+            break
+    if system:
+        parts.append(system)
+    return "\n\n".join(parts)
 
 
 def prompt_index(messages: Sequence[Message]) -> int:

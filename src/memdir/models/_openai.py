@@ -25,6 +25,7 @@ from memdir.models._retry import (
     with_retries,
 )
 from memdir.models._types import ModelRequest, ModelResponse, SystemPrompt, Usage
+from memdir.models._wire_cache import WireCache
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -105,6 +106,7 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
             except OpenAIError as exc:  # no key anywhere
                 raise UsageError(f"cannot set up the OpenAI client: {exc}") from exc
         self._clients = LoopClients(client, factory)
+        self._wire: WireCache[list[dict[str, Any]]] = WireCache(_message_wire)
 
     @property
     def name(self) -> str:
@@ -113,16 +115,26 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
 
     def wire_request(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments sent to ``chat.completions.create`` for ``request``."""
+        return self._assemble(request, self._wire.convert(request.messages))
+
+    def _assemble(
+        self, request: ModelRequest, converted: list[list[dict[str, Any]]]
+    ) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": self.model}
         kwargs.update(request.params)
-        kwargs["messages"] = _system_messages(request.system) + messages_to_openai(request.messages)
+        messages = _system_messages(request.system)
+        for wire in converted:
+            messages.extend(wire)
+        kwargs["messages"] = messages
         if request.tools:
             kwargs["tools"] = openai_tools(request.tools)
         return kwargs
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Send ``request`` and return the model's answer."""
-        kwargs = self.wire_request(request)
+        # A long conversation's first request converts it in slices; later ones reuse it.
+        converted = await self._wire.convert_in_slices(request.messages)
+        kwargs = self._assemble(request, converted)
         return await with_retries(lambda: self._once(kwargs), self.retry, provider=self.name)
 
     async def _once(self, kwargs: dict[str, Any]) -> ModelResponse:
@@ -130,7 +142,7 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
 
         try:
             create = self._clients.get().chat.completions.create
-            completion = await create(**split_known(create, kwargs))
+            completion = await create(**_untransformed(split_known(create, kwargs)))
         except openai.APIStatusError as exc:
             detail = f"HTTP {exc.status_code}: {exc.message}"
             if is_retryable_status(exc.status_code):
@@ -169,6 +181,34 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
             raise ModelError(f"{self.name}: unusable response: {exc}") from exc
         # Ids derived from content alone would repeat for two identical answers.
         return dataclasses.replace(message, uuid=str(_uuid.uuid4()))
+
+
+def _message_wire(message: Message, index: int) -> list[dict[str, Any]]:
+    """One message as Chat Completions takes it (a user message with tool results is
+    several)."""
+    try:
+        return messages_to_openai([message])
+    except UsageError as exc:
+        raise UsageError(str(exc).replace("message 0", f"message {index}", 1)) from None
+
+
+# The SDK walks every message and tool of a request through its type-driven transform, on
+# the caller's event loop: about half a millisecond a message, so seconds for a long
+# conversation. Messages and tools built here are wire-ready dicts it would give back
+# unchanged, so they go in ``extra_body``, which is merged into the JSON body as is and in
+# place, leaving the bytes sent the same.
+_READY = ("messages", "tools")
+
+
+def _untransformed(kwargs: dict[str, Any]) -> dict[str, Any]:
+    out = dict(kwargs)
+    ready = {k: out[k] for k in _READY if k in out}
+    if not ready:
+        return out
+    for key in ready:
+        out[key] = []
+    out["extra_body"] = {**ready, **dict(out.get("extra_body") or {})}
+    return out
 
 
 def _usage(usage: Mapping[str, Any]) -> Usage:

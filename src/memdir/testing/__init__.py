@@ -4,10 +4,20 @@
   :class:`FunctionModel` lets a function decide.
 - :class:`FakeAnthropicServer` and :class:`FakeOpenAIServer` are real HTTP servers on
   127.0.0.1 that the official SDKs reach through ``base_url``. They record every request,
-  inject faults, and keep a prompt cache by each provider's rules, so that cache sharing
-  can be asserted rather than hoped for.
+  inject faults, and keep a prompt cache by each provider's documented rules (breakpoints
+  and a 20-position look-back, per-model minimums, lifetimes, what invalidates what), so
+  that cache sharing can be asserted rather than hoped for.
+- :class:`FakeClock` is a clock the test moves. Cache entries expire on the servers'
+  ``clock`` (``time.monotonic`` unless given one), so a test of a five-minute lifetime
+  passes a ``FakeClock`` and calls ``advance`` instead of sleeping::
+
+      clock = FakeClock()
+      with FakeAnthropicServer(replies, clock=clock) as server:
+          ...  # the first request writes the cache
+          clock.advance(5 * 60 + 1)  # the entry has expired: the next request misses
 """
 
+from memdir.testing._clock import FakeClock
 from memdir.testing._models import FunctionModel, ScriptedModel, ScriptError, Step
 from memdir.testing._servers import (
     FakeAnthropicServer,
@@ -19,6 +29,7 @@ from memdir.testing._servers import (
 
 __all__ = [
     "FakeAnthropicServer",
+    "FakeClock",
     "FakeOpenAIServer",
     "Fault",
     "FunctionModel",

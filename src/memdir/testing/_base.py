@@ -7,13 +7,15 @@ import asyncio
 import itertools
 import json
 import threading
+import time
 import traceback
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Self
 from urllib.parse import urlsplit
 
+from memdir.cost import Provider, model_family
 from memdir.errors import UsageError
 from memdir.messages import Message
 from memdir.testing._http import Exchange, LocalServer
@@ -45,17 +47,20 @@ class FakeServer(abc.ABC):
     _url_suffix: ClassVar[str]
     _request_id_header: ClassVar[str]
     _first_event: ClassVar[str | None]
+    _provider: ClassVar[Provider]
 
     def __init__(
         self,
         replies: Sequence[Reply],
         *,
         handler: Handler | None,
-        min_cache_tokens: int,
+        min_cache_tokens: int | None,
         model: str,
+        clock: Callable[[], float] | None,
     ) -> None:
         self._model = model
         self._min_cache_tokens = min_cache_tokens
+        self._clock = clock or time.monotonic
         self._handler = handler
         self._replies: deque[Reply] = deque(check_reply(r) for r in replies)
         self._requests: list[RecordedRequest] = []
@@ -131,9 +136,22 @@ class FakeServer(abc.ABC):
         return self._model
 
     @property
-    def min_cache_tokens(self) -> int:
-        """The shortest prefix, in tokens, that the prompt cache keeps."""
+    def min_cache_tokens(self) -> int | None:
+        """The shortest prefix, in tokens, that the prompt cache keeps for every model, as
+        given to the server; None when each request's ``model`` decides (the table of
+        :func:`memdir.cost.model_family`, see :meth:`min_cache_tokens_for`)."""
         return self._min_cache_tokens
+
+    def min_cache_tokens_for(self, model: str) -> int:
+        """The shortest prefix, in tokens, that the cache keeps for a request naming ``model``."""
+        if self._min_cache_tokens is not None:
+            return self._min_cache_tokens
+        return model_family(model, self._provider).min_cache_tokens
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The clock cache lifetimes are measured on (``time.monotonic`` unless given one)."""
+        return self._clock
 
     # The script.
 

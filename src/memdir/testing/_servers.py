@@ -20,18 +20,27 @@ overrides it. Streaming requests (``"stream": true``) get Server-Sent Events in 
 provider's format. Each fake records what went wrong outside the script (a request with
 no reply left, an unknown path, a request the provider would refuse) for
 ``assert_all_used()`` and ``assert_no_errors()``.
+
+Cache entries expire as they do at the provider, measured on the server's ``clock``
+(``time.monotonic`` by default). A test that spans minutes passes a
+:class:`~memdir.testing.FakeClock` and moves it instead of sleeping::
+
+    clock = FakeClock()
+    async with FakeAnthropicServer(["a", "b"], clock=clock) as fake:
+        ...  # the first request writes its prefix
+        clock.advance(6 * 60)  # past the 5-minute lifetime: the second request misses
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from memdir.messages import Message
 from memdir.testing import _wire_anthropic, _wire_openai
 from memdir.testing._base import FakeServer, sse
-from memdir.testing._cache import MAX_BREAKPOINTS, AnthropicCache, OpenAICache
+from memdir.testing._cache import AnthropicCache, OpenAICache
 from memdir.testing._script import Fault, Handler, RecordedRequest, Reply
 
 __all__ = ["FakeAnthropicServer", "FakeOpenAIServer", "Fault", "RecordedRequest", "Reply"]
@@ -44,7 +53,7 @@ def _refused_marker(messages: list[Any]) -> str | None:
         if not isinstance(content, list):
             continue
         for position, block in enumerate(content):
-            if not isinstance(block, dict) or "cache_control" not in block:
+            if not isinstance(block, dict) or block.get("cache_control") is None:
                 continue
             where = f"messages.{index}.content.{position}"
             if block.get("type") in ("thinking", "redacted_thinking"):
@@ -59,29 +68,57 @@ class FakeAnthropicServer(FakeServer):
 
     Pass :attr:`base_url` to ``AsyncAnthropic(base_url=..., api_key="test")``. Replies are
     served in order, then ``handler`` (called with the decoded request body) decides;
-    with neither left the server answers 500 and records a problem. Usage follows
-    Anthropic's prompt-cache rules: the longest prefix written by an earlier request that
-    ends within 20 blocks before a ``cache_control`` breakpoint is read; each breakpoint's
-    prefix of at least ``min_cache_tokens`` tokens is written. Tokens are estimated as
-    characters / 4 of each block's canonical JSON. More than four breakpoints is a 400,
-    as it is at Anthropic. Every response reports ``model``.
+    with neither left the server answers 500 and records a problem. Every response
+    reports ``model``.
+
+    Usage follows Anthropic's prompt-cache rules:
+
+    - The cache is a chain in the order tools, system, messages, headed by the request's
+      ``model``. A changed tool misses everything; a changed ``speed`` misses system and
+      messages; a changed ``tool_choice``, ``thinking`` setting or number of images misses
+      the messages only. Blocks are compared as sent, key order included; ``cache_control``
+      markers are not part of the key.
+    - An entry is written at each breakpoint (a block with ``cache_control``; a top-level
+      ``cache_control`` puts one on the last cacheable block) whose prefix has at least
+      the model's minimum of tokens: ``min_cache_tokens`` when given, else the table of
+      :func:`memdir.cost.model_family` (1,024 for a model it does not know).
+    - From each breakpoint the cache looks back over at most 20 positions, the breakpoint
+      itself the first, for an entry an earlier request wrote, and reads the longest hit.
+    - An entry lives 5 minutes, or an hour for ``"ttl": "1h"``, on ``clock``; a hit or a
+      rewrite starts its lifetime again (a rewrite keeps the longer lifetime). Writes are
+      reported by lifetime in ``usage.cache_creation``.
+    - On models that keep only the current turn's thinking (``keeps_thinking=False`` in
+      the table, or the ``keeps_thinking`` argument), thinking blocks of assistant messages
+      before the last plain user message count as absent, for the key and the tokens.
+
+    Tokens are estimated as characters / 4 of each block's compact JSON. The server
+    answers 400, as Anthropic does, for more than four breakpoints (the top-level one
+    included), a one-hour marker after a five-minute one, a malformed ``cache_control``,
+    or a marker on a thinking or empty text block.
     """
 
     _endpoint = "/v1/messages"
     _url_suffix = ""
     _request_id_header = "request-id"
     _first_event = "message_start"
+    _provider = "anthropic"
 
     def __init__(
         self,
         replies: Sequence[Reply] = (),
         *,
         handler: Handler | None = None,
-        min_cache_tokens: int = 1024,
+        min_cache_tokens: int | None = None,
+        keeps_thinking: bool | None = None,
+        clock: Callable[[], float] | None = None,
         model: str = "claude-fake-1",
     ) -> None:
-        super().__init__(replies, handler=handler, min_cache_tokens=min_cache_tokens, model=model)
-        self._cache = AnthropicCache(min_cache_tokens)
+        super().__init__(
+            replies, handler=handler, min_cache_tokens=min_cache_tokens, model=model, clock=clock
+        )
+        self._cache = AnthropicCache(
+            min_cache_tokens, keeps_thinking=keeps_thinking, clock=self.clock
+        )
 
     def _reset_cache(self) -> None:
         self._cache.reset()
@@ -99,13 +136,7 @@ class FakeAnthropicServer(FakeServer):
         refused = _refused_marker(body["messages"])
         if refused is not None:
             return refused
-        markers = self._cache.breakpoints(body)
-        if markers > MAX_BREAKPOINTS:
-            return (
-                f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
-                f"Found {markers}."
-            )
-        return None
+        return self._cache.refusal(body)
 
     def _answer(
         self, body: dict[str, Any], message: Message, number: int
@@ -132,28 +163,42 @@ class FakeOpenAIServer(FakeServer):
     """A fake OpenAI Chat Completions API: ``POST /v1/chat/completions`` on 127.0.0.1.
 
     Pass :attr:`base_url` to ``AsyncOpenAI(base_url=..., api_key="test")``. Replies are
-    served as :class:`FakeAnthropicServer` serves them. Usage follows OpenAI's automatic
-    prompt cache: ``prompt_tokens_details.cached_tokens`` is the longest prefix shared
-    with any earlier request for the same model (characters / 4 of the canonical JSON of
-    ``tools`` then each message), rounded down to 128 tokens, and 0 below
-    ``min_cache_tokens``. Every response reports ``model``.
+    served as :class:`FakeAnthropicServer` serves them. Every response reports ``model``.
+
+    Usage follows OpenAI's automatic prompt cache: ``prompt_tokens_details.cached_tokens``
+    is the longest prefix shared with a live earlier prompt on the same cache machine,
+    rounded down to 128 tokens, and 0 below the model's minimum (``min_cache_tokens`` when
+    given, else :func:`memdir.cost.model_family`: 1,024). The prompt is the compact JSON
+    of ``tools`` then each message, keys as sent, at characters / 4 tokens.
+
+    - Routing: a request reaches only the prompts of its partition, one per model,
+      ``prompt_cache_key`` and first 1,024 characters of the prompt (OpenAI hashes the
+      first ~256 tokens, with the key when given).
+    - Eviction, on ``clock``: a prompt unused for the model's idle lifetime (5 minutes)
+      is gone, and none lives past the longest lifetime (an hour) after its oldest part
+      was first written; a hit counts as a use. ``prompt_cache_retention: "24h"`` keeps
+      that request's prompt for a day, idle or not.
     """
 
     _endpoint = "/v1/chat/completions"
     _url_suffix = "/v1"
     _request_id_header = "x-request-id"
     _first_event = None
+    _provider = "openai"
 
     def __init__(
         self,
         replies: Sequence[Reply] = (),
         *,
         handler: Handler | None = None,
-        min_cache_tokens: int = 1024,
+        min_cache_tokens: int | None = None,
+        clock: Callable[[], float] | None = None,
         model: str = "gpt-fake-1",
     ) -> None:
-        super().__init__(replies, handler=handler, min_cache_tokens=min_cache_tokens, model=model)
-        self._cache = OpenAICache(min_cache_tokens)
+        super().__init__(
+            replies, handler=handler, min_cache_tokens=min_cache_tokens, model=model, clock=clock
+        )
+        self._cache = OpenAICache(min_cache_tokens, clock=self.clock)
 
     def _reset_cache(self) -> None:
         self._cache.reset()

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memdir.messages import Message, message_to_anthropic
-from memdir.testing._cache import AnthropicUsage, canonical
+from memdir.testing._cache import AnthropicUsage, wire_json
 
 __all__ = [
     "error_body",
@@ -83,9 +83,9 @@ def output_tokens(content: list[dict[str, Any]]) -> int:
         elif kind == "thinking":
             chars += len(str(block.get("thinking", "")))
         elif kind == "tool_use":
-            chars += len(str(block.get("name", ""))) + len(canonical(block.get("input", {})))
+            chars += len(str(block.get("name", ""))) + len(wire_json(block.get("input", {})))
         else:
-            chars += len(canonical(block))
+            chars += len(wire_json(block))
     return max(1, math.ceil(chars / 4))
 
 
@@ -94,6 +94,11 @@ def _usage(usage: AnthropicUsage, output: int) -> dict[str, Any]:
         "input_tokens": usage.input_tokens,
         "cache_creation_input_tokens": usage.cache_creation_input_tokens,
         "cache_read_input_tokens": usage.cache_read_input_tokens,
+        # The writes by lifetime; the two always add up to cache_creation_input_tokens.
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": usage.cache_creation_5m_input_tokens,
+            "ephemeral_1h_input_tokens": usage.cache_creation_1h_input_tokens,
+        },
         "output_tokens": output,
     }
 
@@ -157,8 +162,10 @@ def _block_events(index: int, block: Mapping[str, Any]) -> list[Event]:
 def stream_events(body: Mapping[str, Any]) -> list[Event]:
     """The Server-Sent Events that stream the response ``body`` of :func:`message_body`."""
     usage = dict(body["usage"])
-    # message_start carries the input side; the output count comes with message_delta.
+    # message_start carries the input side; the output count comes with message_delta,
+    # whose usage has the cumulative counters but no cache_creation breakdown.
     start = {**body, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    delta_usage = {k: v for k, v in usage.items() if k != "cache_creation"}
     events: list[Event] = [
         ("message_start", {"type": "message_start", "message": start}),
         ("ping", {"type": "ping"}),
@@ -166,7 +173,9 @@ def stream_events(body: Mapping[str, Any]) -> list[Event]:
     for index, block in enumerate(body["content"]):
         events += _block_events(index, block)
     delta = {"stop_reason": body["stop_reason"], "stop_sequence": None}
-    events.append(("message_delta", {"type": "message_delta", "delta": delta, "usage": usage}))
+    events.append(
+        ("message_delta", {"type": "message_delta", "delta": delta, "usage": delta_usage})
+    )
     events.append(("message_stop", {"type": "message_stop"}))
     return events
 

@@ -1,0 +1,220 @@
+"""What the benchmarks' scripted memory agent reads from a request, and how it saves.
+
+The fake servers hand a request body (Anthropic's or OpenAI's wire shape) to a function
+that decides the reply. For the memory agent's requests it needs the same few facts a
+real model would take from memdir's prompt: the memory directory, how many messages are
+new, the text of ``MEMORY.md``, what its own earlier turns did and what Reads returned.
+Everything here works on either provider's shape and on both of memdir's layouts (the
+fork's single prompt, the standalone request's state message and prompt).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memdir.messages import Message, TextBlock, ToolUseBlock
+
+__all__ = [
+    "PROMPT_HEAD",
+    "MemoryRequest",
+    "Save",
+    "is_memory_request",
+    "memory_file",
+    "parse_memory_request",
+    "save_calls",
+    "text_of",
+]
+
+PROMPT_HEAD = "# Memory update"
+"""How memdir's extraction prompt begins."""
+_MEMORY_DIR = re.compile(r"^The memory directory is `([^`]+)`\.$", re.M)
+_COUNT = re.compile(r"Look at the last ~(\d+) messages?\b")
+_INDEX = re.compile(
+    r"^## `MEMORY\.md` as it is now\n\n(?:[^\n]*holds exactly this[^\n]*\n\n(?P<fence>`{3,})"
+    r"markdown\n(?P<text>.*?)\n(?P=fence)$|[^\n]*does not exist yet)",
+    re.M | re.S,
+)
+_NUMBERED = re.compile(r"^\s*\d+\t(.*)$")
+
+
+def text_of(message: Mapping[str, Any]) -> str:
+    """The text of one wire message, whatever its shape: a string, or text parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content or ():
+        if not isinstance(block, Mapping):
+            continue
+        if block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif block.get("type") == "tool_result":
+            inner = block.get("content")
+            parts.append(inner if isinstance(inner, str) else text_of({"content": inner}))
+    return "\n".join(parts)
+
+
+def _is_prompt(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "user" and text_of(message).startswith(PROMPT_HEAD)
+
+
+def is_memory_request(body: Mapping[str, Any]) -> bool:
+    """Whether ``body`` is the memory agent's: one of its user messages is memdir's prompt."""
+    return any(_is_prompt(m) for m in body.get("messages") or ())
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryRequest:
+    """What the memory agent is told, and what it did so far in this run."""
+
+    memory_dir: str
+    """Where memories go."""
+    new_texts: tuple[str, ...]
+    """The texts of the messages it should look at (the new ones)."""
+    index: str | None
+    """The text of ``MEMORY.md`` (None: it does not exist yet)."""
+    turn: int
+    """Requests of this run so far, this one included (1 for the first)."""
+    read: Mapping[str, str]
+    """What each Read of this run returned, by path (the file's text)."""
+
+
+def parse_memory_request(body: Mapping[str, Any]) -> MemoryRequest:
+    """Read ``body``, a memory agent's request."""
+    messages = list(body["messages"])
+    at = max(i for i, m in enumerate(messages) if _is_prompt(m))
+    prompt = text_of(messages[at])
+    everything = "\n\n".join(text_of(m) for m in messages)
+    found = _MEMORY_DIR.search(prompt)
+    if found is None:
+        raise ValueError("the prompt names no memory directory")
+    count_match = _COUNT.search(prompt)
+    count = int(count_match.group(1)) if count_match else 0
+    before = [m for m in messages[:at] if m.get("role") in ("user", "assistant")]
+    new = [text_of(m) for m in before[len(before) - count :]] if count else []
+    shown = _INDEX.search(everything)
+    index = None
+    if shown is not None and shown.group("text") is not None:
+        index = "" if shown.group("text") == "(empty)" else shown.group("text") + "\n"
+    own = messages[at + 1 :]
+    return MemoryRequest(
+        memory_dir=found.group(1),
+        new_texts=tuple(new),
+        index=index,
+        turn=1 + sum(1 for m in own if m.get("role") == "assistant"),
+        read=_reads(own),
+    )
+
+
+def _reads(own: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Read results by path, from either provider's shape of calls and results."""
+    paths: dict[str, str] = {}
+    for message in own:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, Mapping) and block.get("type") == "tool_use":
+                paths[str(block["id"])] = str(block["input"].get("file_path", ""))
+        for call in message.get("tool_calls") or ():
+            arguments = json.loads(call["function"]["arguments"] or "{}")
+            paths[str(call["id"])] = str(arguments.get("file_path", ""))
+    out: dict[str, str] = {}
+    for message in own:
+        results: list[tuple[str, str]] = []
+        if message.get("role") == "tool":
+            results.append((str(message.get("tool_call_id")), text_of(message)))
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                inner = block.get("content")
+                text = inner if isinstance(inner, str) else text_of({"content": inner})
+                results.append((str(block.get("tool_use_id")), text))
+        for call_id, text in results:
+            lines = [_NUMBERED.match(line) for line in text.split("\n")]
+            if call_id in paths and lines and all(lines):
+                out[paths[call_id]] = "\n".join(m.group(1) for m in lines if m) + "\n"
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Save:
+    """One memory the scripted agent keeps: a file, its type, what it says."""
+
+    filename: str
+    """The file's name in the memory directory."""
+    title: str
+    """The frontmatter ``name`` and the index link's text."""
+    type: str
+    """user, feedback, project or reference."""
+    description: str
+    """The one-line description."""
+    body: str
+    """What it says."""
+
+
+def memory_file(save: Save) -> str:
+    """The file's text: frontmatter, body, and for feedback and project the Why/How lines."""
+    text = (
+        f"---\nname: {save.title}\ndescription: {save.description}\ntype: {save.type}\n---\n\n"
+        f"{save.body}\n"
+    )
+    if save.type in ("feedback", "project"):
+        text += "\n**Why:** the user said so.\n\n**How to apply:** in every answer about it.\n"
+    return text
+
+
+def save_calls(request: MemoryRequest, saves: Sequence[Save]) -> Message:
+    """The turn that saves ``saves``: a file each and the index pointers, all at once.
+
+    A file that exists and was not Read in this run is Read first (the next turn writes
+    it); one that was Read is rewritten with its old text kept and the new one added.
+    """
+    root = request.memory_dir
+    first_id = 100 * request.turn  # ids stay unique over the run's turns
+    calls: list[ToolUseBlock] = []
+    unread = [s for s in saves if _exists(request, s) and _path(root, s) not in request.read]
+    if unread:
+        for n, save in enumerate(unread):
+            calls.append(_call(first_id + n, "Read", file_path=_path(root, save)))
+        return Message(role="assistant", content=tuple(calls))
+    pointers = []
+    for n, save in enumerate(saves):
+        path = _path(root, save)
+        old = request.read.get(path)
+        text = memory_file(save) if old is None else old.rstrip("\n") + f"\n\n{save.body}\n"
+        calls.append(_call(first_id + n, "Write", file_path=path, content=text))
+        if old is None and f"]({save.filename})" not in (request.index or ""):
+            pointers.append(f"- [{save.title}]({save.filename}) — {save.description}\n")
+    if pointers:
+        index_path = f"{root}/MEMORY.md"
+        added = "".join(pointers)
+        if request.index is None or not request.index.strip():
+            calls.append(_call(first_id + 90, "Write", file_path=index_path, content=added))
+        else:
+            old = request.index.rstrip("\n")
+            calls.append(
+                _call(
+                    first_id + 90,
+                    "Edit",
+                    file_path=index_path,
+                    old_string=old,
+                    new_string=old + "\n" + added.rstrip("\n"),
+                )
+            )
+    intro = TextBlock(text="Worth keeping.")
+    return Message(role="assistant", content=(intro, *calls))
+
+
+def _path(root: str, save: Save) -> str:
+    return f"{root}/{save.filename}"
+
+
+def _exists(request: MemoryRequest, save: Save) -> bool:
+    return f"]({save.filename})" in (request.index or "")
+
+
+def _call(n: int, name: str, **tool_input: Any) -> ToolUseBlock:
+    return ToolUseBlock(id=f"toolu_mem_{n:03d}", name=name, input=tool_input)

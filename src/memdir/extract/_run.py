@@ -1,0 +1,472 @@
+"""One run of the memory agent: read the memory's state, plan, and run the fork or memdir's
+own request.
+
+The extractor decides *whether* a turn gets a run (its state machine); this module decides
+*how*. Both ways see the same new messages, the same list of memory files and the same text
+of ``MEMORY.md`` (which counts as read, so a save takes one request), and both end as soon
+as a turn's calls have all written successfully.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memdir.cost import CostEstimate, Prices, bill, model_family, provider_of
+from memdir.extract._planner import RequestShape, RunPlan, RunStats, plan_run, steady
+from memdir.extract._prompts import PromptParts, extract_prompt_parts
+from memdir.extract._standalone import (
+    STATE_HEADING,
+    RenderedConversation,
+    StandaloneWindow,
+    estimate_tokens,
+    standalone_system_prompt,
+)
+from memdir.extract._types import ExtractConfig, TurnContext
+from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
+from memdir.memory_tool import MemoryTool
+from memdir.messages import Message, TextBlock, model_visible
+from memdir.models import Model
+from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
+from memdir.store import ENTRYPOINT_NAME, MemoryDir, format_manifest
+from memdir.telemetry import Sink
+from memdir.tools import FileStamp, Tool, ToolContext, builtin_tools
+
+__all__ = ["RunOutcome", "Runner"]
+
+# The standalone request shows only what saving memories needs; the host's other tools
+# are not there to share a cache with.
+_STANDALONE_TOOLS = ("Read", "Write", "Edit")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOutcome:
+    """What one run did, for the extractor to report and move its cursor by."""
+
+    result: ForkResult
+    """The agent loop's result."""
+    plan: RunPlan
+    """The way chosen, with both estimates."""
+    end: int
+    """Index after the last message this run covered."""
+    message_count: int
+    """Model-visible messages it covered as new."""
+    cost: float
+    """Its usage at the prices of the model it called."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Index:
+    """One ``MEMORY.md`` as the run starts: its text (None: missing) and its state."""
+
+    path: Path
+    text: str | None
+    real: str
+    stamp: FileStamp | None
+
+
+def _read_index(path: Path) -> _Index:
+    real = os.path.realpath(path)
+    try:
+        with open(real, "rb") as handle:
+            # Stamped before reading, as Read stamps: a change racing with this read looks
+            # like a change after it, so an Edit then asks for a fresh Read.
+            st = os.fstat(handle.fileno())
+            data = handle.read()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return _Index(path=path, text=None, real=real, stamp=None)
+    except OSError:
+        return _Index(path=path, text=None, real=real, stamp=None)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _Index(path=path, text=None, real=real, stamp=None)
+    return _Index(
+        path=path, text=text, real=real, stamp=FileStamp(mtime_ns=st.st_mtime_ns, size=st.st_size)
+    )
+
+
+def _host_static_tokens(params: CacheSafeParams) -> tuple[int, int]:
+    """Estimated tokens of the host's tools and system prompt, and of those of them that
+    the host caches for an hour (up to its last ``ttl: "1h"`` marker)."""
+    total = 0
+    long_lived = 0
+    for tool in params.tools:
+        total += estimate_tokens(json.dumps(dict(tool), ensure_ascii=False, default=str))
+        if _one_hour(tool):
+            long_lived = total
+    system = params.system
+    blocks: Sequence[Mapping[str, Any]] = (
+        [{"text": system}] if isinstance(system, str) else list(system or ())
+    )
+    for block in blocks:
+        total += estimate_tokens(str(block.get("text", ""))) + 4
+        if _one_hour(block):
+            long_lived = total
+    return total, long_lived
+
+
+def _one_hour(item: Mapping[str, Any]) -> bool:
+    marker = item.get("cache_control")
+    return isinstance(marker, Mapping) and marker.get("ttl") == "1h"
+
+
+def _state_message(parts: PromptParts) -> Message:
+    body = parts.state or "The memory directory is empty."
+    # Meta: memdir's words, not the user's, for anything that reads the conversation.
+    text = f"{STATE_HEADING}\n\n{body}"
+    return Message(role="user", content=(TextBlock(text=text),), is_meta=True)
+
+
+class Runner:
+    """Runs the memory agent for one extractor, and keeps what carries over between runs:
+    the conversation rendered for standalone requests, the standalone cache's state, and
+    how earlier runs went."""
+
+    def __init__(
+        self,
+        memory_dir: MemoryDir,
+        model: Model,
+        config: ExtractConfig,
+        sink: Sink | None,
+        extra_tools: Sequence[Tool],
+        clock: Callable[[], float],
+    ) -> None:
+        self._md = memory_dir
+        self._model = model
+        self._config = config
+        self._sink = sink
+        self._extra_tools = tuple(extra_tools)
+        self._clock = clock
+        self.conversation = RenderedConversation(config.tool_result_chars)
+        self.stats = RunStats()
+        self._standalone_cache: tuple[float, str, int] | None = None
+        """When the last standalone request went out, what its cached prefix held before
+        its new messages, and the index after its last message."""
+        self._static_tokens: dict[str, int] = {}
+        self._last_run_at: float | None = None
+
+    def _family(self, model: Model) -> Any:
+        prices: Mapping[str, Prices] = self._config.prices
+        return model_family(model.name, provider_of(model.name), prices=prices)
+
+    async def run(
+        self,
+        turn: TurnContext,
+        messages: Sequence[Message],
+        cursor: int,
+        reported_at: float,
+        on_host_model: Callable[[Model], None],
+    ) -> RunOutcome:
+        """Run the memory agent on the messages from ``cursor`` on (or the first stretch
+        of them that fits one standalone run)."""
+        md = self._md
+        await self.conversation.update(messages)
+        headers, indexes = await asyncio.to_thread(self._read_state)
+        end = len(messages)
+        window = self.conversation.window(
+            cursor,
+            end,
+            window_tokens=self._config.window_tokens,
+            chunk_tokens=self._config.context_budget_tokens,
+        )
+        index_text = indexes[0].text
+        team_index_text = indexes[1].text if len(indexes) > 1 else None
+        team = self._config.team
+
+        def parts_for(count: int, newest_first: bool) -> PromptParts:
+            listed = headers if newest_first else list(reversed(headers))
+            return extract_prompt_parts(
+                count,
+                format_manifest(listed),
+                self._config.skip_index,
+                memory_dir=str(md.root),
+                team=team,
+                team_dir=str(md.team_dir) if team else None,
+                index_text=index_text,
+                team_index_text=team_index_text,
+            )
+
+        now = self._clock()
+        if self._last_run_at is not None:
+            ttl = self._family(self._model).cache_ttl_seconds
+            self.stats.record_gap(now - self._last_run_at < ttl)
+        self._last_run_at = now
+        alone_count = len(model_visible(messages[cursor : window.end]))
+        alone_parts = parts_for(alone_count, newest_first=False)
+        alone_shape = self._standalone_shape(alone_parts, window, now)
+        fork_shape: RequestShape | None = None
+        fork_parts: PromptParts | None = None
+        if turn.params is not None:
+            fork_parts = parts_for(len(model_visible(messages[cursor:])), newest_first=True)
+            sent = turn.last_request_at if turn.last_request_at is not None else reported_at
+            fork_shape = self._fork_shape(turn, fork_parts, len(messages), now - sent)
+        plan = plan_run(
+            self._config.mode,
+            fork_shape,
+            alone_shape,
+            self.stats,
+            self._standalone_steady(alone_parts, window),
+        )
+
+        cwd = turn.cwd or os.getcwd()
+        context = ToolContext(
+            write_guard=memory_write_guard(
+                md, allow_private_secrets=self._config.allow_private_secrets
+            )
+        )
+        for index in indexes:
+            if index.stamp is not None:
+                context.read_files[index.real] = index.stamp  # its text is in the prompt
+        gate = auto_mem_can_use_tool(
+            md,
+            cwd=cwd,
+            always_allow_tools=self._config.always_allow_tools,
+            allow_private_secrets=self._config.allow_private_secrets,
+            sink=self._sink,
+        )
+        # The memory tool runs too, for hosts built on Anthropic's client-side memory tool:
+        # their fork sees that tool's definition and may save through it.
+        tools = [*builtin_tools(cwd), MemoryTool(md), *self._extra_tools]
+        await asyncio.to_thread(md.ensure)
+        if plan.mode == "fork":
+            assert turn.params is not None
+            assert fork_parts is not None
+            on_host_model(turn.params.model)
+            result = await run_forked_agent(
+                turn.params,
+                messages,
+                [Message.user(fork_parts.whole)],
+                tools=tools,
+                can_use_tool=gate,
+                max_turns=self._config.max_turns,
+                context=context,
+                # A breakpoint on the host's final answer too: the fork writes that answer
+                # to the cache anyway, and the host's next request then reads it instead of
+                # writing it again.
+                cache_point=len(messages) - 1 if messages else None,
+                end_after_writes=self._indexed,
+            )
+            covered, count, family = (
+                end,
+                len(model_visible(messages[cursor:])),
+                self._family(turn.params.model),
+            )
+        else:
+            result = await self._standalone(alone_parts, window, tools, gate, context)
+            key = self._cache_key(alone_parts, window)
+            self._standalone_cache = (self._clock(), key, window.end)
+            covered, count, family = window.end, alone_count, self._family(self._model)
+        growth = sum(estimate_tokens(m.text) for m in result.messages[1:])
+        self.stats.record(
+            result.turn_count,
+            result.usage.output_tokens,
+            growth / max(result.turn_count, 1),
+            saved=bool(result.written_paths),
+        )
+        return RunOutcome(
+            result=result,
+            plan=plan,
+            end=covered,
+            message_count=count,
+            cost=bill(result.usage, family.prices),
+        )
+
+    def _read_state(self) -> tuple[list[Any], list[_Index]]:
+        md = self._md
+        headers = md.scan()
+        indexes = [_read_index(md.entrypoint)]
+        if self._config.team:
+            indexes.append(_read_index(md.team_entrypoint))
+        return headers, indexes
+
+    # --- the two shapes ---------------------------------------------------------------------
+
+    def _standalone_tools(self, cwd: str) -> list[dict[str, Any]]:
+        return [t.definition() for t in builtin_tools(cwd) if t.name in _STANDALONE_TOOLS]
+
+    def _standalone_shape(
+        self, parts: PromptParts, window: StandaloneWindow, now: float | None
+    ) -> RequestShape:
+        family = self._family(self._model)
+        static = self._static(parts)
+        state = estimate_tokens(parts.state) + 8
+        request = estimate_tokens(parts.request)
+        prompt = static + state + window.window_tokens + window.new_tokens + request
+        warm = 0
+        note = "memdir's cache cold"
+        if self._standalone_cache is not None and now is not None:
+            sent_at, key, sent_end = self._standalone_cache
+            if now - sent_at < family.cache_ttl_seconds:
+                warm, note = static, "memdir's instructions cached"
+                if key == self._cache_key(parts, window):
+                    seen = self.conversation.tokens_between(
+                        window.start, min(sent_end, window.cursor)
+                    )
+                    warm, note = static + state + seen, "memdir's window cached"
+        return RequestShape(
+            family=family,
+            model=self._model.name,
+            prompt_tokens=prompt,
+            warm_tokens=warm,
+            note=note,
+            priced=provider_of(self._model.name) is not None,
+        )
+
+    def _standalone_steady(
+        self, parts: PromptParts, window: StandaloneWindow
+    ) -> CostEstimate | None:
+        """The standalone cost once standalone runs follow one another (see ``steady``);
+        None until a gap between two runs has been seen, to know how often they do."""
+        if self.stats.gaps == 0:
+            return None
+        hot = self._standalone_shape(parts, window, None)
+        family = hot.family
+        static = self._static(parts)
+        state = estimate_tokens(parts.state) + 8
+        # After a save the state differs and the window behind it is written again.
+        kept = (1.0 - self.stats.save_share) * (state + window.window_tokens)
+        hot = RequestShape(
+            family=family,
+            model=hot.model,
+            prompt_tokens=hot.prompt_tokens,
+            warm_tokens=static + int(kept),
+            note="memdir's cache warm",
+            priced=hot.priced,
+        )
+        cold = RequestShape(
+            family=family,
+            model=hot.model,
+            prompt_tokens=hot.prompt_tokens,
+            warm_tokens=0,
+            note="memdir's cache cold",
+            priced=hot.priced,
+        )
+        return steady(hot, cold, self.stats)
+
+    def _static(self, parts: PromptParts) -> int:
+        key = parts.instructions
+        tokens = self._static_tokens.get(key)
+        if tokens is None:
+            tools = json.dumps(self._standalone_tools(os.getcwd()), ensure_ascii=False)
+            tokens = estimate_tokens(standalone_system_prompt(parts.instructions))
+            tokens += estimate_tokens(tools)
+            self._static_tokens = {key: tokens}
+        return tokens
+
+    def _cache_key(self, parts: PromptParts, window: StandaloneWindow) -> str:
+        """What the standalone request's cached prefix holds, before the new messages."""
+        start = window.messages[0].uuid if window.messages and window.start < window.cursor else ""
+        digest = hashlib.sha256()
+        for piece in (parts.instructions, parts.state, str(window.start), start):
+            digest.update(piece.encode("utf-8", "surrogatepass"))
+            digest.update(b"\0")
+        return digest.hexdigest()
+
+    def _fork_shape(
+        self, turn: TurnContext, parts: PromptParts, length: int, age: float
+    ) -> RequestShape:
+        assert turn.params is not None
+        params = turn.params
+        family = self._family(params.model)
+        static, long_lived = _host_static_tokens(params)
+        conversation = self.conversation.raw_tokens_between(0, length)
+        last = self.conversation.raw_tokens_between(length - 1, length) if length else 0
+        prompt = static + conversation + estimate_tokens(parts.whole)
+        if age < family.cache_ttl_seconds:
+            warm, note = static + conversation - last, "host cache warm"
+        elif long_lived and age < 3600.0:
+            warm, note = long_lived, "host cache expired but for its one-hour part"
+        else:
+            warm, note = 0, "host cache expired"
+        return RequestShape(
+            family=family,
+            model=params.model.name,
+            prompt_tokens=prompt,
+            warm_tokens=warm,
+            note=note,
+            priced=provider_of(params.model.name) is not None,
+            can_write=self._host_can_write(params),
+        )
+
+    def _host_can_write(self, params: CacheSafeParams) -> bool:
+        # memdir's writing tools, and whatever tools the extractor was given besides.
+        runnable = {"Write", "Edit", "memory", *(t.name for t in self._extra_tools)}
+        for tool in params.tools:
+            if tool.get("name") in runnable:
+                return True
+            function = tool.get("function")  # OpenAI's shape
+            if isinstance(function, Mapping) and function.get("name") in runnable:
+                return True
+        return False
+
+    # --- the standalone request -------------------------------------------------------------
+
+    async def _standalone(
+        self,
+        parts: PromptParts,
+        window: StandaloneWindow,
+        tools: Sequence[Tool],
+        gate: Any,
+        context: ToolContext,
+    ) -> ForkResult:
+        params: dict[str, Any] = {}
+        if provider_of(self._model.name) == "openai":
+            # Routes every run of this memory directory to the same cache.
+            key = hashlib.sha256(str(self._md.root).encode("utf-8", "surrogatepass"))
+            params["prompt_cache_key"] = "memdir-" + key.hexdigest()[:24]
+        cwd = os.getcwd()
+        request = CacheSafeParams(
+            model=self._model,
+            system=standalone_system_prompt(parts.instructions),
+            tools=self._standalone_tools(cwd),
+            params=params,
+        )
+        messages = [_state_message(parts), *window.messages]
+        points = [0, len(messages) - 1]
+        if window.previous_end is not None:
+            points.append(window.previous_end + 1)
+        return await run_forked_agent(
+            request,
+            messages,
+            [Message.user(parts.request)],
+            tools=tools,
+            can_use_tool=gate,
+            max_turns=self._config.max_turns,
+            context=context,
+            cache_points=sorted(set(points)),
+            end_after_writes=self._indexed,
+        )
+
+    def _indexed(self, written: tuple[Path, ...]) -> bool:
+        """Whether every memory written so far has its pointer in its directory's index.
+
+        A run ends after a turn of successful writes only then: a model that saves the
+        file in one turn and means to index it in the next gets that next turn.
+        """
+        if self._config.skip_index:
+            return True
+        md = self._md
+        indexes: dict[Path, str] = {}
+        for path in written:
+            if path.name == ENTRYPOINT_NAME or path.suffix != ".md":
+                continue
+            in_team = self._config.team and md.is_team_path(path)
+            index = md.team_entrypoint if in_team else md.entrypoint
+            try:
+                if not path.read_text(encoding="utf-8", errors="replace").strip():
+                    continue  # emptied: a forgotten memory needs no pointer
+                if index not in indexes:
+                    indexes[index] = index.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                return False
+            link = os.path.relpath(path, index.parent).replace(os.sep, "/")
+            if f"]({link})" not in indexes[index]:
+                return False
+        return True

@@ -1,0 +1,232 @@
+"""The run planner: the fork or memdir's own request, by what each is expected to cost."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from memdir.cost import Prices, bill, model_family
+from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
+from memdir.extract._planner import RequestShape, RunStats, estimate, plan_run
+from memdir.fork import CacheSafeParams
+from memdir.messages import Message
+from memdir.models import Usage
+from memdir.telemetry import CollectingSink
+from memdir.testing import ScriptedModel
+from memdir.tools import builtin_tools
+
+SONNET = model_family("anthropic:claude-sonnet-4-5")
+WRITE_TOOLS = [t.definition() for t in builtin_tools("/")]
+GPT4O = model_family("openai:gpt-4o")
+
+
+def shape(prompt: int, warm: int) -> RequestShape:
+    return RequestShape(
+        family=SONNET, model="anthropic:claude-sonnet-4-5", prompt_tokens=prompt, warm_tokens=warm
+    )
+
+
+# --- prices and families -------------------------------------------------------------------
+
+
+def test_families_carry_the_documented_rules() -> None:
+    assert model_family("claude-haiku-4-5-20251001").min_cache_tokens == 4096
+    assert model_family("claude-sonnet-4-6").min_cache_tokens == 2048
+    assert model_family("anthropic:claude-opus-4-5").keeps_thinking is True
+    assert model_family("claude-sonnet-4-5").keeps_thinking is False
+    assert SONNET.prices == Prices(cache_write=1.25, cache_write_1h=2.0, cache_read=0.1, output=5)
+    assert GPT4O.prices.cache_read == 0.5
+    assert GPT4O.prices.cache_write == 1.0
+    assert model_family("gpt-5-mini").prices.cache_read == 0.1
+    assert model_family("gpt-4.1-nano").prices.cache_read == 0.25
+    assert model_family("openai:my-local-llama").prices.cache_read == 0.5  # compatible server
+
+
+def test_prices_can_be_overridden_by_name_or_prefix() -> None:
+    mine = Prices(input=3.0, cache_write=3.75, cache_write_1h=6.0, cache_read=0.3, output=15.0)
+    family = model_family("claude-sonnet-4-5-20250929", prices={"anthropic:claude-sonnet": mine})
+    assert family.prices == mine
+    assert family.min_cache_tokens == 1024  # only the prices change
+
+
+def test_a_bill_prices_each_kind_of_token() -> None:
+    usage = Usage(
+        input_tokens=100,
+        output_tokens=10,
+        cache_read_input_tokens=1000,
+        cache_creation_input_tokens=300,
+        cache_creation_1h_input_tokens=100,
+    )
+    assert bill(usage, SONNET.prices) == pytest.approx(100 + 50 + 100 + 200 * 1.25 + 100 * 2.0)
+
+
+# --- estimates -------------------------------------------------------------------------------
+
+
+def test_a_warm_prefix_is_read_and_a_cold_one_written() -> None:
+    stats = RunStats(requests=1.0, output_tokens=0.0)
+    warm = estimate("fork", shape(50_000, 48_000), stats)
+    cold = estimate("fork", shape(50_000, 0), stats)
+    assert warm.cost == pytest.approx(48_000 * 0.1 + 2_000 * 1.25)
+    assert cold.cost == pytest.approx(50_000 * 1.25)
+    assert warm.cache_read_tokens == 48_000
+    assert cold.cache_write_tokens == 50_000
+
+
+def test_below_the_minimum_nothing_is_cached() -> None:
+    stats = RunStats(requests=1.0, output_tokens=0.0)
+    tiny = estimate("standalone", shape(900, 900), stats)
+    assert tiny.cost == pytest.approx(900.0)
+    assert tiny.input_tokens == 900
+    assert tiny.cache_read_tokens == 0
+
+
+def test_later_requests_read_the_one_before() -> None:
+    one = estimate("fork", shape(10_000, 10_000), RunStats(requests=1.0, output_tokens=0.0))
+    two = estimate("fork", shape(10_000, 10_000), RunStats(requests=2.0, output_tokens=0.0))
+    assert two.cost == pytest.approx(one.cost + 10_000 * 0.1 + 400 * 1.25)
+
+
+def test_the_plan_takes_the_cheaper_and_reports_both() -> None:
+    stats = RunStats()
+    plan = plan_run("auto", shape(60_000, 59_000), shape(8_000, 4_000), stats)
+    assert plan.mode == "standalone"
+    assert plan.fork is not None
+    assert plan.fork.cost > plan.standalone.cost
+    plan = plan_run("auto", shape(12_000, 11_500), shape(9_000, 0), stats)
+    assert plan.mode == "fork"
+    assert plan_run("standalone", shape(12_000, 11_500), shape(9_000, 0), stats).mode == (
+        "standalone"
+    )
+    assert plan_run("fork", shape(60_000, 59_000), shape(8_000, 4_000), stats).mode == "fork"
+    assert plan_run("auto", None, shape(8_000, 0), stats).fork is None
+
+
+def test_a_host_request_past_the_context_window_is_never_forked() -> None:
+    plan = plan_run("fork", shape(250_000, 250_000), shape(8_000, 0), RunStats())
+    assert plan.mode == "standalone"
+    assert "context window" in plan.reason
+
+
+# --- through the extractor, on a clock the test moves --------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def host_turn(turn: int, pasted: int = 0) -> list[Message]:
+    log = "".join(
+        f"{turn}:{n} WARN ingest batch {n} retried after a timeout\n" for n in range(pasted)
+    )
+    return [
+        Message.user(f"Question {turn}: how should the ingest job batch its writes? " * 4 + log),
+        Message.assistant(f"Answer {turn}: batch by partition, flush every second. " * 30),
+    ]
+
+
+def test_the_fork_while_the_host_cache_is_warm_and_standalone_once_it_expired(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    name = "anthropic:claude-sonnet-4-5"
+    host = ScriptedModel(["Nothing to save."] * 2, name=name)
+    mine = ScriptedModel(["Nothing to save."] * 2, name=name)
+    system = "You are a coding agent. " * 800  # about 4,800 tokens
+    params = CacheSafeParams(model=host, system=system, tools=WRITE_TOOLS)
+    sink = CollectingSink()
+    extractor = MemoryExtractor(tmp_path / "memory", mine, sink=sink, clock=clock)
+    messages: list[Message] = []
+
+    async def turn(pause: float) -> None:
+        clock.now += pause
+        # A turn with a long log pasted in: about 15,000 tokens of new conversation.
+        messages.extend(host_turn(len(messages), pasted=1_200))
+        # The host's last request went out just now.
+        context = TurnContext(messages=tuple(messages), params=params, last_request_at=clock.now)
+        clock.now += pause
+        extractor.on_turn_end(context)
+        await extractor.drain()
+
+    async def main() -> None:
+        # The host's request has just been cached: reading it beats sending the log again.
+        await turn(0.0)
+        # The run starts 5.5 minutes after the host's request: all of it would be written
+        # again, and memdir's own request, which only carries the new turn, is cheaper.
+        await turn(330.0)
+
+    asyncio.run(main())
+    first, second = sink.named("extract.run")
+    assert first.fields["mode"] == "fork"
+    assert first.fields["plan_reason"] == "fork is cheaper"
+    assert second.fields["mode"] == "standalone"
+    assert second.fields["plan_reason"] == "standalone is cheaper"
+    for run in (first, second):
+        assert run.fields["estimated_cost_fork"] > 0
+        assert run.fields["estimated_cost_standalone"] > 0
+    assert len(host.requests) == 1
+    assert len(mine.requests) == 1
+    # The expired fork would have re-written everything: dearer than the warm one.
+    assert second.fields["estimated_cost_fork"] > 2 * first.fields["estimated_cost_fork"]
+
+
+def test_mode_standalone_never_forks_and_mode_fork_always_does(tmp_path: Path) -> None:
+    name = "anthropic:claude-sonnet-4-5"
+    for mode, forks in (("standalone", False), ("fork", True)):
+        host = ScriptedModel(["Nothing."], name=name)
+        mine = ScriptedModel(["Nothing."], name=name)
+        sink = CollectingSink()
+        config = ExtractConfig(mode=mode)  # type: ignore[arg-type]
+        extractor = MemoryExtractor(tmp_path / mode, mine, config, sink=sink)
+        params = CacheSafeParams(model=host, system="s", tools=WRITE_TOOLS)
+
+        async def main(ex: MemoryExtractor = extractor, p: CacheSafeParams = params) -> None:
+            ex.on_turn_end(TurnContext(messages=tuple(host_turn(0)), params=p))
+            await ex.drain()
+
+        asyncio.run(main())
+        (run,) = sink.named("extract.run")
+        assert run.fields["mode"] == ("fork" if forks else "standalone")
+        assert len(host.requests) == (1 if forks else 0)
+        assert len(mine.requests) == (0 if forks else 1)
+
+
+def test_without_prices_the_fork_is_kept(tmp_path: Path) -> None:
+    host = ScriptedModel(["Nothing."])  # "scripted:model": no provider, no prices
+    sink = CollectingSink()
+    extractor = MemoryExtractor(tmp_path / "memory", ScriptedModel(), sink=sink)
+
+    async def main() -> None:
+        params = CacheSafeParams(model=host, system="s")
+        extractor.on_turn_end(TurnContext(messages=tuple(host_turn(0)), params=params))
+        await extractor.drain()
+
+    asyncio.run(main())
+    (run,) = sink.named("extract.run")
+    assert run.fields["mode"] == "fork"
+    assert "no prices" in run.fields["plan_reason"]
+
+
+def test_a_host_whose_tools_cannot_write_is_not_forked(tmp_path: Path) -> None:
+    name = "anthropic:claude-sonnet-4-5"
+    host = ScriptedModel([], name=name)
+    mine = ScriptedModel(["Nothing."], name=name)
+    sink = CollectingSink()
+    extractor = MemoryExtractor(tmp_path / "memory", mine, sink=sink)
+    reader = [t for t in WRITE_TOOLS if t["name"] == "Read"]
+    params = CacheSafeParams(model=host, system="A chat agent. " * 50, tools=reader)
+
+    async def main() -> None:
+        extractor.on_turn_end(TurnContext(messages=tuple(host_turn(0)), params=params))
+        await extractor.drain()
+
+    asyncio.run(main())
+    (run,) = sink.named("extract.run")
+    assert run.fields["mode"] == "standalone"
+    assert run.fields["plan_reason"] == "the host's tools cannot write memory"
