@@ -24,11 +24,12 @@ test:
 	$(PY) -m pytest -q
 
 # Figures, not pass/fail: each script prints one JSON object with both sides measured in one run.
-# All of them take about five minutes on 2 cores; docs/BENCHMARKS.md holds the latest figures.
+# All of them take about ten minutes on 2 cores; docs/BENCHMARKS.md holds the latest figures.
 bench:
 	$(PY) bench/hook_overhead.py
 	$(PY) bench/scan_scaling.py
 	$(PY) bench/cache_share.py
+	$(PY) bench/cost_vs_mem0.py
 	$(PY) bench/burst.py
 	$(PY) bench/sessions.py
 	$(PY) bench/locomo.py --model offline
