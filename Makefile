@@ -24,7 +24,7 @@ test:
 	$(PY) -m pytest -q
 
 # Figures, not pass/fail: each script prints one JSON object with both sides measured in one run.
-# All of them take about ten minutes on 2 cores; docs/BENCHMARKS.md holds the latest figures.
+# All of them take about seven minutes on 2 cores; docs/BENCHMARKS.md holds the latest figures.
 bench:
 	$(PY) bench/hook_overhead.py
 	$(PY) bench/scan_scaling.py
