@@ -12,6 +12,13 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the ``memdir`` command line (the console script's entry point)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:2] == ["hook", "claude-code"]:
+        # Claude Code waits for its Stop hook: this path skips click and everything else.
+        from memdir._hook_entry import run
+
+        if run(args[2:]):
+            return
     try:
         from memdir._cli import cli
     except ModuleNotFoundError as exc:
@@ -21,4 +28,4 @@ def main(argv: Sequence[str] | None = None) -> None:
             "memdir: the command line needs the [cli] extra: pip install 'memdir[cli]'\n"
         )
         raise SystemExit(2) from None
-    cli.main(args=list(argv) if argv is not None else None, prog_name="memdir")
+    cli.main(args=args, prog_name="memdir")

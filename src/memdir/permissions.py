@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeAlias
 
 from memdir.store import MemoryDir, scan_secrets
+from memdir.store._atomic import STATE_DIR_NAME
+from memdir.store._containment import is_within, resolve_candidate
 from memdir.telemetry import Sink, emit
 from memdir.tools._base import WriteGuard
 from memdir.tools._readonly import is_read_only_command
@@ -84,6 +86,15 @@ def _secret_refusal(
     )
 
 
+def _is_bookkeeping(md: MemoryDir, path: object, cwd: str | os.PathLike[str] | None) -> bool:
+    """Whether ``path`` resolves into the memory directory's ``.memdir/`` folder, where
+    cursors and locks live: a memory agent that rewrote them could make extraction skip
+    a session."""
+    folder = resolve_candidate(md.root / STATE_DIR_NAME)
+    found = resolve_candidate(path, cwd=cwd)
+    return found is not None and (found == folder or is_within(found, folder))
+
+
 def memory_write_guard(
     memory_dir: MemoryDir | str | os.PathLike[str], *, allow_private_secrets: bool = False
 ) -> WriteGuard:
@@ -99,6 +110,8 @@ def memory_write_guard(
     def guard(target: Path, text: str) -> str | None:
         if not md.is_memory_path(target):
             return f"refused: {target} is outside the memory directory {md.root}"
+        if _is_bookkeeping(md, target, None):
+            return f"refused: {target} is memdir's own bookkeeping, not a memory"
         return _secret_refusal(md, target, text, allow_private_secrets, None)
 
     return guard
@@ -120,8 +133,9 @@ def auto_mem_can_use_tool(
     - ``Bash`` is allowed only for a read-only command (:func:`is_read_only_command`);
     - ``Write`` and ``Edit`` are allowed only for a ``file_path`` inside the memory
       directory (relative paths are taken against ``cwd``, default the working directory
-      at call time), and not when the resulting file would hold a credential: never under
-      ``team/``, and in private memory only if ``allow_private_secrets``;
+      at call time) but outside its ``.memdir/`` bookkeeping folder, and not when the
+      resulting file would hold a credential: never under ``team/``, and in private
+      memory only if ``allow_private_secrets``;
     - Anthropic's client-side ``memory`` tool may view, and write only inside the
       directory (:func:`memdir.memory_tool.memory_tool_decision`);
     - everything else is denied.
@@ -145,6 +159,13 @@ def auto_mem_can_use_tool(
                 "outside_memory_dir",
                 f"{name} is only allowed for files inside the memory directory {where}; "
                 f"{shown} is not inside it. Save memories as files in that directory.",
+            )
+        if _is_bookkeeping(md, file_path, cwd):
+            return deny(
+                name,
+                "bookkeeping",
+                f"{name} may not change {file_path}: the {STATE_DIR_NAME}/ folder holds "
+                "memdir's cursors and locks, not memories.",
             )
         # The new text alone, for an answer before anything runs; the complete file is
         # judged again at write time by the tools' write guard.

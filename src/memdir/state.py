@@ -1,14 +1,20 @@
 """Cursors that outlive the process: where extraction stopped in each session.
 
 A live agent keeps its extractor's cursor in memory. The command line, the watcher and
-the Claude Code hook run as separate processes, so they keep it in a state file inside
-the memory directory, one entry per session. The file is rewritten atomically under a
-lock, so a crash leaves the old state or the new one, and two processes updating
-different sessions — or the same one — never lose each other's change.
+the Claude Code hook run as separate processes, so they keep it in a state file,
+``.memdir/state.json`` in the memory directory, one entry per session. The file is
+rewritten atomically under a lock, so a crash leaves the old state or the new one, and
+two processes updating different sessions — or the same one — never lose each other's
+change.
+
+Earlier versions kept the state file, its lock, the extraction lock, the index's lock and
+the hook's log beside the memories; :func:`migrate_legacy_files` moves the state file and
+the log into ``.memdir/`` and removes the old locks that nobody holds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -17,12 +23,59 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import filelock
+
 from memdir.store import MemoryDir, update_file
+from memdir.store._atomic import STATE_DIR_NAME
 
-__all__ = ["STATE_FILE_NAME", "SessionState", "StateFile"]
+__all__ = [
+    "HOOK_LOG_NAME",
+    "STATE_DIR_NAME",
+    "STATE_FILE_NAME",
+    "SessionState",
+    "StateFile",
+    "migrate_legacy_files",
+]
 
-STATE_FILE_NAME = ".memdir-state.json"
+STATE_FILE_NAME = f"{STATE_DIR_NAME}/state.json"
+"""The state file, relative to the memory directory."""
+HOOK_LOG_NAME = f"{STATE_DIR_NAME}/hook.log"
+"""The Claude Code hook's log, relative to the memory directory."""
 _VERSION = 1
+
+# What earlier versions left beside the memories: files to move, then locks to remove.
+_LEGACY_MOVES = ((".memdir-state.json", STATE_FILE_NAME), (".memdir-hook.log", HOOK_LOG_NAME))
+_LEGACY_LOCKS = ("..memdir-state.json.lock", ".extraction.lock", ".MEMORY.md.lock")
+
+
+def migrate_legacy_files(root: str | os.PathLike[str]) -> None:
+    """Move an earlier version's state file and hook log into ``.memdir/``, and remove
+    its lock files beside the memories.
+
+    A state file already in ``.memdir/`` wins over an old one, which is then dropped. A
+    lock is removed only while this process can take it, so a process of the earlier
+    version that holds one keeps its exclusion. Never raises: what cannot be moved now is
+    tried again next time.
+    """
+    base = Path(root)
+    for old_name, new_name in _LEGACY_MOVES:
+        old = base / old_name
+        if not os.path.lexists(old) or old.is_symlink():
+            continue
+        new = base / new_name
+        with contextlib.suppress(OSError):
+            new.parent.mkdir(exist_ok=True)
+            if os.path.lexists(new):
+                old.unlink()
+            else:
+                os.replace(old, new)
+    for name in _LEGACY_LOCKS:
+        old = base / name
+        if not os.path.lexists(old) or old.is_symlink():
+            continue
+        lock = filelock.FileLock(old, timeout=0)
+        with contextlib.suppress(OSError, filelock.Timeout), lock:
+            old.unlink()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,10 +121,14 @@ def _entry(raw: object) -> SessionState:
 
 
 class StateFile:
-    """The state file of one memory directory (``.memdir-state.json`` inside it)."""
+    """The state file of one memory directory (``.memdir/state.json`` inside it).
+
+    Opening it moves an earlier version's files first (:func:`migrate_legacy_files`).
+    """
 
     def __init__(self, memory_dir: MemoryDir | str | os.PathLike[str]) -> None:
         md = memory_dir if isinstance(memory_dir, MemoryDir) else MemoryDir(memory_dir)
+        migrate_legacy_files(md.root)
         self.path: Path = md.root / STATE_FILE_NAME
 
     def load(self) -> dict[str, SessionState]:

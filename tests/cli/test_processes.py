@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -95,6 +96,82 @@ def test_hook_never_fails_the_session(tmp_path: Path) -> None:
         assert done.stdout == ""
 
 
+def test_hook_ignores_other_events_and_a_stop_already_continuing(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    session = write_session(tmp_path / "abc.jsonl", TURNS[:2], cwd=str(project))
+    base = {"session_id": "s", "transcript_path": str(session), "cwd": str(project)}
+    for extra in (
+        {"hook_event_name": "Stop", "stop_hook_active": True},
+        {"hook_event_name": "SubagentStop"},
+        {"hook_event_name": "PreToolUse"},
+    ):
+        done = subprocess.run(
+            [*MEMDIR, "hook", "claude-code", "--timeout", "60"],
+            input=json.dumps({**base, **extra}),
+            capture_output=True,
+            text=True,
+            env=env_for(tmp_path),
+            timeout=120,
+            check=False,
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert not (tmp_path / "claude-home").exists()  # no memory folder, no log, nothing
+
+
+def test_the_hooks_log_is_timestamped_and_says_why_a_run_failed(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    hook_input = {
+        "session_id": "s",
+        "transcript_path": str(tmp_path / "gone.jsonl"),
+        "cwd": str(tmp_path),
+        "hook_event_name": "Stop",
+    }
+    done = subprocess.run(
+        [*MEMDIR, "hook", "claude-code", "--timeout", "60", "--memory-dir", str(memory)],
+        input=json.dumps(hook_input),
+        capture_output=True,
+        text=True,
+        env=env_for(tmp_path),
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "")
+    lines = (memory / ".memdir" / "hook.log").read_text().splitlines()
+    assert len(lines) == 2, lines
+    for line in lines:
+        stamp = line.split(" ", 1)[0]
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp), line
+    assert "extraction failed" in lines[1]
+    assert "gone.jsonl" in lines[1]
+
+
+def test_the_hook_starts_without_a_provider_sdk_or_click(tmp_path: Path) -> None:
+    # Claude Code waits for the hook: its quick path imports only the standard library
+    # and memdir's errors, then leaves the work to a detached process.
+    probe = (
+        "import sys\n"
+        "from memdir.cli import main\n"
+        "main(['hook', 'claude-code'])\n"
+        "heavy = ('anthropic', 'openai', 'httpx', 'yaml', 'click', 'rich', 'pydantic',\n"
+        "         'memdir.extract', 'memdir.models', 'memdir.store', 'memdir.transcripts')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+    )
+    session = write_session(tmp_path / "abc.jsonl", TURNS[:2], cwd=str(tmp_path))
+    hook_input = {"transcript_path": str(session), "cwd": str(tmp_path), "session_id": "s"}
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        input=json.dumps(hook_input),
+        capture_output=True,
+        text=True,
+        env=env_for(tmp_path),
+        timeout=120,
+        check=True,
+    )
+    assert done.stdout.strip() == "[]"
+    assert done.stderr == ""
+
+
 def test_watch_picks_up_an_appended_turn(tmp_path: Path) -> None:
     session = write_session(tmp_path / "s.jsonl", TURNS[:1])
     memory = tmp_path / "m"
@@ -174,5 +251,5 @@ def test_two_extract_processes_on_one_memory_dir(tmp_path: Path) -> None:
     states = StateFile(memory).load()
     assert states["sess-1"].cursor == f"a{len(TURNS) - 1}"
     assert states["sess-2"].cursor == f"a{len(other_turns) - 1}"
-    json.loads((memory / ".memdir-state.json").read_text())
+    json.loads((memory / ".memdir" / "state.json").read_text())
     assert default_memory_dir(tmp_path) != memory

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
 from memdir.fork import CacheSafeParams, run_forked_agent
 from memdir.messages import Message, ToolUseBlock
 from memdir.models import ModelRequest
-from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
+from memdir.permissions import PermissionDecision, auto_mem_can_use_tool, memory_write_guard
 from memdir.store import scan_secrets
 from memdir.telemetry import Event
 from memdir.testing import FunctionModel, ScriptedModel
@@ -180,3 +181,30 @@ def test_drain_timeout_does_not_cancel_background_runs(tmp_path: Path) -> None:
     names = [e.name for e in events]
     assert names.count("extract.run") == 2
     assert extractor.cursor == messages[-1].uuid
+
+
+def test_memdirs_bookkeeping_is_not_writable_by_the_memory_agent(tmp_path: Path) -> None:
+    # The cursors live in .memdir/: a memory agent that rewrote them (on a transcript's
+    # say-so) could make extraction skip the rest of a session.
+    memory = tmp_path / "mem"
+    state = memory / ".memdir" / "state.json"
+    guard = memory_write_guard(memory)
+    refusal = guard(state, "{}")
+    assert refusal is not None
+    assert "bookkeeping" in refusal
+    assert guard(memory / ".memdir", "x") is not None
+    assert guard(memory / "notes.memdir.md", "fine") is None
+    gate = auto_mem_can_use_tool(memory)
+
+    async def decide(name: str, tool_input: Mapping[str, object]) -> PermissionDecision:
+        return await gate(name, tool_input)
+
+    for name, tool_input in [
+        ("Write", {"file_path": str(state), "content": "{}"}),
+        ("Edit", {"file_path": str(memory / "sub" / ".." / ".memdir" / "x"), "new_string": "y"}),
+    ]:
+        decision = asyncio.run(decide(name, tool_input))
+        assert decision.behavior == "deny"
+        assert decision.reason == "bookkeeping"
+    allowed = asyncio.run(decide("Write", {"file_path": str(memory / "a.md"), "content": "ok"}))
+    assert allowed.behavior == "allow"

@@ -74,8 +74,13 @@ def test_replaces_a_symlink_instead_of_writing_through(tmp_path: Path) -> None:
     assert link.read_text() == "new"
 
 
-def test_lock_path_is_hidden_beside_the_file(tmp_path: Path) -> None:
-    assert lock_path(tmp_path / "MEMORY.md") == tmp_path / ".MEMORY.md.lock"
+def test_lock_files_live_in_the_hidden_state_folder(tmp_path: Path) -> None:
+    assert lock_path(tmp_path / "MEMORY.md") == tmp_path / ".memdir" / "MEMORY.md.lock"
+    state = tmp_path / ".memdir" / "state.json"
+    assert lock_path(state) == tmp_path / ".memdir" / "state.json.lock"
+    with file_lock(tmp_path / "MEMORY.md", timeout=0):
+        pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".memdir"]
 
 
 _HOLDER = textwrap.dedent(

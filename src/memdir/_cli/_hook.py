@@ -1,32 +1,23 @@
 """``memdir hook claude-code``: extraction as a Claude Code Stop hook.
 
 Claude Code runs the hook after each answer, with a JSON object on stdin (``session_id``,
-``transcript_path``, ``cwd``, ``stop_hook_active``). A hook must not hold up or fail the
-session, so the extraction runs in a child process of its own: the hook waits for it a
-short while and then returns, leaving the child to finish in the background. The next
-call picks up from the cursor the child saved, so nothing is lost if it is slow.
+``transcript_path``, ``cwd``, ``hook_event_name``, ``stop_hook_active``) and waits for it
+before the session can go on or end. The hook starts the extraction in a detached process
+and exits at once (:mod:`memdir._hook_entry`; ``memdir`` takes that path before loading
+this command line at all); the process logs to ``.memdir/hook.log`` in the memory folder.
+This command is what ``--help`` shows, and it runs the same path.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import click
 
 from memdir._cli._common import base_url_option, memory_dir_option, model_option
-from memdir.errors import MemdirError
-from memdir.store import default_memory_dir
-
-_LOG_NAME = ".memdir-hook.log"
-
-
-def _warn(message: str) -> None:
-    # Only a notice: the hook always exits 0 so that Claude Code carries on untouched.
-    click.echo(f"memdir hook: {message}", err=True)
+from memdir._hook_entry import HookOptions, start
 
 
 @click.group("hook")
@@ -41,9 +32,9 @@ def hook_group() -> None:
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0),
-    default=10.0,
+    default=0.0,
     show_default=True,
-    help="Seconds to wait for the extraction before leaving it to finish in the background.",
+    help="Seconds to wait for the extraction (0: return at once; it goes on detached).",
 )
 def claude_code_hook(
     memory_dir: Path | None, model_option: str | None, base_url: str | None, timeout: float
@@ -57,52 +48,20 @@ def claude_code_hook(
         {"type": "command", "command": "memdir hook claude-code"}]}]}}
 
     Memories go to the folder Claude Code itself uses for the session's working
-    directory, so both read the same memory. The hook never blocks or fails the session.
+    directory, so both read the same memory. The hook returns within a fraction of a
+    second and never fails the session: the extraction goes on in a detached process,
+    which logs what it did, and why a run failed, to .memdir/hook.log in that folder.
+    Other hook events, and a Stop with stop_hook_active set, are ignored.
     """
     try:
         payload = json.loads(sys.stdin.read() or "{}")
     except ValueError:
-        _warn("stdin is not the hook's JSON; nothing done")
+        click.echo("memdir hook: stdin is not the hook's JSON; nothing done", err=True)
         return
-    if not isinstance(payload, dict):
-        _warn("stdin is not a JSON object; nothing done")
-        return
-    transcript = payload.get("transcript_path")
-    if not isinstance(transcript, str) or not transcript:
-        _warn("no transcript_path in the hook's input; nothing done")
-        return
-    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
-    try:
-        target = memory_dir or default_memory_dir(cwd or os.getcwd())
-    except MemdirError as exc:
-        _warn(str(exc))
-        return
-    command = [sys.executable, "-m", "memdir", "extract", "--quiet", "--memory-dir", str(target)]
-    if model_option:
-        command += ["--model", model_option]
-    if base_url:
-        command += ["--base-url", base_url]
-    command.append(os.path.expanduser(transcript))
-    try:
-        Path(target).mkdir(parents=True, exist_ok=True)
-        log = open(Path(target) / _LOG_NAME, "ab")  # noqa: SIM115 (handed to the child)
-    except OSError as exc:
-        _warn(f"cannot use {target}: {exc.strerror or exc}")
-        return
-    with log:
-        try:
-            child = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                cwd=cwd if cwd and os.path.isdir(cwd) else None,
-                start_new_session=True,  # survives the hook's own exit
-            )
-        except OSError as exc:
-            _warn(f"cannot start the extraction: {exc.strerror or exc}")
-            return
-    try:
-        child.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return  # still working; it saves its cursor when done
+    options = HookOptions(
+        memory_dir=str(memory_dir) if memory_dir is not None else None,
+        model=model_option,
+        base_url=base_url,
+        timeout=timeout,
+    )
+    start(payload, options)

@@ -4,7 +4,9 @@ A memory file is either the old version or the new one, never a torn mix: the ne
 to a temporary file in the same directory, which is flushed to disk and then renamed over
 the target in one step. Several processes (two agents, the command line, a hook) may share
 one memory directory, so anything that reads a file, changes it and writes it back does
-so while holding a lock file beside it.
+so while holding a lock file. Lock files live in a hidden ``.memdir/`` folder of the
+file's directory, with memdir's other bookkeeping, so a memory folder that Claude Code
+shares shows memories and its index, not locks.
 """
 
 from __future__ import annotations
@@ -21,7 +23,17 @@ import filelock
 
 from memdir.errors import StoreError
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "atomic_write", "file_lock", "lock_path", "update_file"]
+__all__ = [
+    "DEFAULT_LOCK_TIMEOUT",
+    "STATE_DIR_NAME",
+    "atomic_write",
+    "file_lock",
+    "lock_path",
+    "update_file",
+]
+
+STATE_DIR_NAME = ".memdir"
+"""The hidden folder of a memory directory that holds memdir's locks, cursors and logs."""
 
 DEFAULT_LOCK_TIMEOUT = 10.0
 _NEW_FILE_MODE = 0o644
@@ -103,9 +115,12 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
 
 
 def lock_path(path: str | os.PathLike[str]) -> Path:
-    """The lock file that guards ``path``: a hidden ``.<name>.lock`` beside it."""
+    """The lock file that guards ``path``: ``.memdir/<name>.lock`` in its directory, or
+    ``<name>.lock`` beside it for a file that is itself in a ``.memdir/`` folder."""
     target = Path(path)
-    return target.with_name(f".{target.name}.lock")
+    if target.parent.name == STATE_DIR_NAME:
+        return target.with_name(f"{target.name}.lock")
+    return target.parent / STATE_DIR_NAME / f"{target.name}.lock"
 
 
 @contextlib.contextmanager

@@ -1,0 +1,148 @@
+"""The detached half of ``memdir hook claude-code``: save memories from one session.
+
+Started by :mod:`memdir._hook_entry` as ``python -m memdir._hook_worker JOB`` (JOB: a JSON
+object with ``transcript_path``, ``cwd``, ``session_id`` and the hook's options), in a
+session of its own, with no terminal. Everything it has to say goes to
+``.memdir/hook.log`` in the memory folder, one line per event, each starting with the
+time (UTC, ISO 8601): what it extracted, and when something failed, why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from memdir.errors import MemdirError
+
+if TYPE_CHECKING:
+    from memdir.transcripts import Transcript
+
+__all__ = ["main", "run_job"]
+
+# A line of the log says what happened; a model's error text can be long.
+_REASON_CHARS = 300
+
+
+class HookLog:
+    """``.memdir/hook.log``: timestamped lines, appended and flushed one at a time."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def line(self, message: str) -> None:
+        stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+        text = " ".join(message.split())
+        self._stream.write(f"{stamp.replace('+00:00', 'Z')} {text}\n")
+        self._stream.flush()
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 1] + "…"
+
+
+def _open_log(memory_root: Path) -> TextIO:
+    from memdir.state import HOOK_LOG_NAME, migrate_legacy_files
+
+    memory_root.mkdir(parents=True, exist_ok=True)
+    migrate_legacy_files(memory_root)
+    path = memory_root / HOOK_LOG_NAME
+    path.parent.mkdir(exist_ok=True)
+    return open(path, "a", encoding="utf-8")
+
+
+def _memory_root(job: Mapping[str, Any]) -> Path:
+    from memdir.store import default_memory_dir
+
+    chosen = job.get("memory_dir")
+    if isinstance(chosen, str) and chosen:
+        return Path(os.path.expanduser(chosen))
+    cwd = job.get("cwd")
+    return default_memory_dir(cwd if isinstance(cwd, str) and cwd else os.getcwd())
+
+
+async def _extract(
+    job: Mapping[str, Any], transcript: Transcript, memory_root: Path, log: HookLog
+) -> int:
+    """Run the extraction; 0 when every run succeeded, 1 otherwise."""
+    from memdir._cli._common import close_model, model_spec
+    from memdir._cli._run import extract_transcript
+    from memdir.models import resolve_model
+    from memdir.store import MemoryDir
+    from memdir.telemetry import CollectingSink
+
+    spec, fell_back = model_spec(job.get("model") or None)
+    if fell_back:
+        log.line("no model provider configured: using the offline rule-based model")
+    base_url = job.get("base_url")
+    model = resolve_model(spec, base_url=base_url if isinstance(base_url, str) else None)
+    sink = CollectingSink()
+    try:
+        report = await extract_transcript(transcript, MemoryDir(memory_root), model, sink=sink)
+    finally:
+        await close_model(model)
+    for event in sink.named("extract.error"):
+        reason = event.fields.get("reason") or event.fields.get("error") or "unknown"
+        log.line(f"run failed (retried next time): {reason}")
+    log.line(
+        f"session {report.session_id}: {report.turns} turn(s), {report.runs} run(s), "
+        f"{report.memories_saved} memory(ies) saved, {report.errors} failed; "
+        f"input {report.input_tokens + report.cache_creation_input_tokens} "
+        f"+ {report.cache_read_input_tokens} from cache, output {report.output_tokens} tokens"
+    )
+    for path in report.saved_paths:
+        log.line(f"saved {path}")
+    return 1 if report.errors else 0
+
+
+def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
+    """Do one hook job; returns the exit status (0 done, 1 failed, 2 unusable job)."""
+    try:
+        memory_root = _memory_root(job)
+    except MemdirError as exc:
+        sys.stderr.write(f"memdir hook: {_reason(exc)}\n")
+        return 2
+    try:
+        handle = stream if stream is not None else _open_log(memory_root)
+    except OSError as exc:
+        sys.stderr.write(f"memdir hook: cannot use {memory_root}: {exc.strerror or exc}\n")
+        return 2
+    log = HookLog(handle)
+    try:
+        log.line(f"started for {job.get('transcript_path')} (pid {os.getpid()})")
+        from memdir.transcripts import load_transcript
+
+        transcript = load_transcript(Path(os.path.expanduser(str(job["transcript_path"]))))
+        return asyncio.run(_extract(job, transcript, memory_root, log))
+    except MemdirError as exc:
+        log.line(f"extraction failed: {_reason(exc)}")
+        return 1
+    except Exception as exc:  # the log is the only place anyone will look
+        log.line(f"extraction failed: {type(exc).__name__}: {_reason(exc)}")
+        return 1
+    finally:
+        if stream is None:
+            handle.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        job = json.loads(args[0]) if args else None
+    except ValueError:
+        job = None
+    if not isinstance(job, dict) or not isinstance(job.get("transcript_path"), str):
+        sys.stderr.write("memdir hook: the worker needs the hook's job as a JSON object\n")
+        return 2
+    return run_job(job)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
