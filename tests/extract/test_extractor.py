@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
+import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -172,8 +175,72 @@ def test_direct_write_skips_the_fork_and_leaves_the_throttle_alone(tmp_path: Pat
 
     asyncio.run(main())
     assert rec.names() == ["extract.skipped_direct_write", "extract.throttled", "extract.run"]
-    assert rec.events[0].fields == {"message_count": 3}
+    assert rec.events[0].fields == {"message_count": 3, "source": "tool_call"}
     assert rec.runs()[0].fields["message_count"] == 4  # only what came after the skip
+
+
+STAMPED = (
+    "---\nname: prefers-polars\ndescription: \"Uses polars\"\nmetadata:\n  node_type: memory\n"
+    "  type: feedback\n  originSessionId: {session}\n  modified: 2026-12-03T10:00:00.000Z\n"
+    "---\n\nUse polars, never pandas.\n"
+)
+
+
+def session_turn(host: Host, session: str, text: str) -> TurnContext:
+    n = len(host.messages)
+    now = datetime.datetime.now(datetime.UTC)
+    host.messages += [
+        Message.user(f"{text} {n}", timestamp=now - datetime.timedelta(seconds=5)),
+        Message.assistant(f"ok {n}", timestamp=now - datetime.timedelta(seconds=4)),
+    ]
+    return TurnContext(
+        messages=tuple(host.messages),
+        params=host.params,
+        cwd=str(host.memory.parent),
+        session_id=session,
+    )
+
+
+def test_a_memory_another_agent_stamped_with_this_session_counts_as_a_direct_write(
+    tmp_path: Path,
+) -> None:
+    # Claude Code's own extractor writes memories with no trace in the transcript, but
+    # stamps them with the session: memdir must not save the same memory again.
+    host, ex, rec, model = setup(tmp_path)
+
+    async def main() -> None:
+        host.memory.mkdir(parents=True)
+        turn = session_turn(host, "sess-1", "I always use polars")
+        (host.memory / "prefers-polars.md").write_text(STAMPED.format(session="sess-1"))
+        ex.on_turn_end(turn)
+        await ex.drain()
+        assert rec.names() == ["extract.skipped_direct_write"]
+        assert rec.events[0].fields == {"message_count": 2, "source": "origin_session"}
+        assert ex.cursor == host.messages[-1].uuid
+        assert model.requests == []
+        # The next turn changes nothing stamped: it runs.
+        ex.on_turn_end(session_turn(host, "sess-1", "and what else"))
+        await ex.drain()
+
+    asyncio.run(main())
+    assert rec.names() == ["extract.skipped_direct_write", "extract.run"]
+
+
+def test_a_memory_of_another_session_or_from_before_is_no_direct_write(tmp_path: Path) -> None:
+    host, ex, rec, model = setup(tmp_path)
+
+    async def main() -> None:
+        host.memory.mkdir(parents=True)
+        older = host.memory / "older.md"
+        older.write_text(STAMPED.format(session="sess-1"))
+        os.utime(older, (time.time() - 3600, time.time() - 3600))
+        turn = session_turn(host, "sess-1", "hello")
+        (host.memory / "other.md").write_text(STAMPED.format(session="sess-2"))
+        ex.on_turn_end(turn)
+        await ex.drain()
+
+    asyncio.run(main())
+    assert rec.names() == ["extract.run"]
 
 
 def test_stash_keeps_only_the_latest_turn(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -61,6 +62,16 @@ class TranscriptReport:
         return out
 
 
+def _epoch(stamp: str | None) -> float | None:
+    """An ISO-8601 time as seconds since the epoch; None when absent or unreadable."""
+    if not stamp:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return None
+
+
 def session_of(transcript: Transcript) -> str:
     """The key a transcript's cursor is kept under."""
     return transcript.session_id or transcript.path.stem
@@ -105,7 +116,7 @@ async def extract_transcript(
     collected = CollectingSink()
     config = ExtractConfig(every_n_turns=1 if batch else every, team=team)
     extractor = MemoryExtractor(memory, model, config, sink=fan_out(collected, sink))
-    extractor.restore(saved.cursor, saved.turns_since_run)
+    extractor.restore(saved.cursor, saved.turns_since_run, covered_at=_epoch(saved.updated))
 
     def notice(event: MemorySaved) -> None:
         report.saved_paths.extend(str(p) for p in event.paths)
@@ -113,7 +124,9 @@ async def extract_transcript(
             on_saved(event)
 
     for end in [ends[-1]] if batch else ends:
-        turn = TurnContext(messages=messages[: end + 1], cwd=transcript.cwd)
+        turn = TurnContext(
+            messages=messages[: end + 1], cwd=transcript.cwd, session_id=transcript.session_id
+        )
         with memory.lock(_RUN_LOCK, timeout=_RUN_LOCK_TIMEOUT):
             extractor.on_turn_end(turn, notify=notice)
             await extractor.drain(timeout=_DRAIN_TIMEOUT)

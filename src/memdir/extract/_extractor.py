@@ -12,8 +12,12 @@ The order of decisions for one turn (normative, see DESIGN §4):
 4. throttle: fewer than ``every_n_turns`` turns since the last run → ``extract.throttled``,
    the cursor stays, so those messages are covered by the next run (a trailing run skips
    this and resets the counter);
-5. scan the memory directory, build the prompt, run the fork;
-6. only a fork that returned normally moves the cursor, to the last message of the
+5. a memory stamped with the turn's ``session_id`` (``metadata.originSessionId``) changed
+   since the last run, by another agent such as Claude Code's own extractor, whose writes
+   leave no tool call in the transcript → as in 3 (checked off the loop, once a run is
+   due);
+6. scan the memory directory, build the prompt, run the fork;
+7. only a fork that returned normally moves the cursor, to the last message of the
    snapshot the run started with; a failure leaves it for the next turn to retry.
 """
 
@@ -25,19 +29,21 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from memdir.extract._run import Runner, RunOutcome
 from memdir.extract._types import ExtractConfig, MemorySaved, Notify, PendingTurn, TurnContext
 from memdir.messages import Message, model_visible
 from memdir.models import Model
-from memdir.store import ENTRYPOINT_NAME, MemoryDir
+from memdir.store import ENTRYPOINT_NAME, MemoryDir, parse_memory_file
 from memdir.telemetry import Sink, emit
 from memdir.tools import Tool
 
 __all__ = ["MemoryExtractor"]
 
 _WRITE_TOOLS = ("Write", "Edit")
+# Enough of a memory file for its frontmatter.
+_HEAD_CHARS = 8192
 _MEMORY_TOOL_WRITES = frozenset({"create", "str_replace", "insert", "delete", "rename"})
 
 
@@ -72,6 +78,9 @@ class MemoryExtractor:
         )
         self.cursor: str | None = None
         """The uuid of the last message covered by a successful run (or a direct write)."""
+        self._covered_at: float | None = None
+        """When the cursor last moved, on ``clock``: memory files changed after it were
+        not changed by this extractor's runs."""
         self._lock = threading.Lock()
         self._in_progress = False
         self._turns_since_run = 0
@@ -89,11 +98,15 @@ class MemoryExtractor:
         with self._lock:
             return self._turns_since_run
 
-    def restore(self, cursor: str | None, turns_since_run: int = 0) -> None:
-        """Resume from a saved position (as the command line does between processes)."""
+    def restore(
+        self, cursor: str | None, turns_since_run: int = 0, *, covered_at: float | None = None
+    ) -> None:
+        """Resume from a saved position (as the command line does between processes);
+        ``covered_at``: when that position was saved, on the extractor's clock."""
         with self._lock:
             self.cursor = cursor
             self._turns_since_run = max(0, turns_since_run)
+            self._covered_at = covered_at
 
     # --- scheduling -----------------------------------------------------------------------
 
@@ -239,7 +252,18 @@ class MemoryExtractor:
                 return None
             messages, start, new_count = plan
             try:
-                await self._run(pending, messages, start, new_count, started)
+                if await self._stamped_by_session(pending.turn, messages, start):
+                    with self._lock:
+                        self.cursor = messages[-1].uuid
+                        self._covered_at = self._clock()
+                    emit(
+                        self.sink,
+                        "extract.skipped_direct_write",
+                        message_count=new_count,
+                        source="origin_session",
+                    )
+                else:
+                    await self._run(pending, messages, start, new_count, started)
             finally:
                 with self._lock:
                     self._in_progress = False
@@ -269,7 +293,13 @@ class MemoryExtractor:
             if self._wrote_memory(new, pending.turn.cwd):
                 if messages:
                     self.cursor = messages[-1].uuid
-                emit(self.sink, "extract.skipped_direct_write", message_count=new_count)
+                    self._covered_at = self._clock()
+                emit(
+                    self.sink,
+                    "extract.skipped_direct_write",
+                    message_count=new_count,
+                    source="tool_call",
+                )
                 return None
             if not pending.trailing:
                 self._turns_since_run += 1
@@ -313,6 +343,26 @@ class MemoryExtractor:
                     return True
         return False
 
+    async def _stamped_by_session(
+        self, turn: TurnContext, messages: Sequence[Message], start: int
+    ) -> bool:
+        """Whether a memory stamped with the turn's session changed since the run before.
+
+        Since: the later of the first new message's time and when the cursor last moved
+        (this extractor's own writes come before that). Without a session id, or with
+        neither time known, nothing can be told and the run goes ahead.
+        """
+        session = turn.session_id
+        if not session or start >= len(messages):
+            return False
+        times = [self._covered_at] if self._covered_at is not None else []
+        first = messages[start].timestamp
+        if first is not None:
+            times.append(first.timestamp())
+        if not times:
+            return False
+        return await asyncio.to_thread(stamped_since, self.memory_dir, session, max(times))
+
     async def _run(
         self,
         pending: PendingTurn,
@@ -342,6 +392,7 @@ class MemoryExtractor:
             if outcome.end > 0:
                 with self._lock:
                     self.cursor = messages[outcome.end - 1].uuid
+                    self._covered_at = self._clock()
             self._report(pending, outcome, started)
             if outcome.end >= len(messages) or outcome.end <= cursor:
                 return
@@ -387,6 +438,29 @@ class MemoryExtractor:
             on_thread = asyncio.get_running_loop() is self._thread_loop
             if on_thread and all(m is not model for m in self._models_used):
                 self._models_used.append(model)
+
+
+def stamped_since(memory: MemoryDir, session: str, since: float) -> bool:
+    """Whether a memory file changed at or after ``since`` (seconds since the epoch) carries
+    ``metadata.originSessionId == session``. Reads only the files changed since then."""
+    root = memory.root
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in filenames:
+            if not name.endswith(".md") or name == ENTRYPOINT_NAME or name.startswith("."):
+                continue
+            path = os.path.join(dirpath, name)
+            try:
+                if os.stat(path).st_mtime < since:
+                    continue
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    head = handle.read(_HEAD_CHARS)
+            except OSError:
+                continue
+            metadata = parse_memory_file(head).frontmatter.get("metadata")
+            if isinstance(metadata, Mapping) and metadata.get("originSessionId") == session:
+                return True
+    return False
 
 
 def _reason(exc: BaseException) -> str:

@@ -81,6 +81,11 @@ class TurnContext:
     """When the host's last model request of this turn was sent, on the extractor's clock
     (``time.time()`` unless it was given another); default: when the turn is reported.
     It tells whether the host's prompt cache still holds the request."""
+    session_id: str | None = None
+    """The host's session, when it has one (Claude Code's ``sessionId``). Memories that
+    another agent saved since the last run and stamped with this session (Claude Code's
+    own extractor writes ``metadata.originSessionId``) count as that turn's direct write,
+    so memdir does not save the same memory a second time."""
 
 
 @dataclass(frozen=True, kw_only=True)
