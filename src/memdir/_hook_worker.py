@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 from memdir.errors import MemdirError
 
 if TYPE_CHECKING:
+    from memdir.models import Model
     from memdir.transcripts import Transcript
 
-__all__ = ["main", "run_job"]
+__all__ = ["HookLog", "extract_session", "main", "memory_root_for", "open_log", "run_job"]
 
 # A line of the log says what happened; a model's error text can be long.
 _REASON_CHARS = 300
@@ -48,7 +49,8 @@ def _reason(exc: BaseException) -> str:
     return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 1] + "…"
 
 
-def _open_log(memory_root: Path) -> TextIO:
+def open_log(memory_root: Path) -> TextIO:
+    """``.memdir/hook.log`` of ``memory_root``, opened to append (earlier files moved in)."""
     from memdir.state import HOOK_LOG_NAME, migrate_legacy_files
 
     memory_root.mkdir(parents=True, exist_ok=True)
@@ -58,7 +60,8 @@ def _open_log(memory_root: Path) -> TextIO:
     return open(path, "a", encoding="utf-8")
 
 
-def _memory_root(job: Mapping[str, Any]) -> Path:
+def memory_root_for(job: Mapping[str, Any]) -> Path:
+    """The job's ``memory_dir``, else Claude Code's folder for its ``cwd``."""
     from memdir.store import default_memory_dir
 
     chosen = job.get("memory_dir")
@@ -68,28 +71,37 @@ def _memory_root(job: Mapping[str, Any]) -> Path:
     return default_memory_dir(cwd if isinstance(cwd, str) and cwd else os.getcwd())
 
 
-async def _extract(
-    job: Mapping[str, Any], transcript: Transcript, memory_root: Path, log: HookLog
+async def extract_session(
+    transcript: Transcript,
+    memory_root: Path,
+    log: HookLog,
+    *,
+    model: Model | str | None = None,
+    base_url: str | None = None,
 ) -> int:
-    """Run the extraction; 0 when every run succeeded, 1 otherwise."""
+    """Save memories from the turns of ``transcript`` since its saved cursor, logging to
+    ``log``; 0 when every run succeeded, 1 otherwise. ``model`` is a model, a spec, or
+    None for the default (``$MEMDIR_MODEL``, then the provider whose key is set)."""
     from memdir._cli._common import close_model, model_spec
     from memdir._cli._run import extract_transcript
     from memdir.models import resolve_model
     from memdir.store import MemoryDir
     from memdir.telemetry import CollectingSink
 
-    spec, fell_back = model_spec(job.get("model") or None)
-    if fell_back:
-        log.line("no model provider configured: using the offline rule-based model")
-    base_url = job.get("base_url")
-    model = resolve_model(spec, base_url=base_url if isinstance(base_url, str) else None)
+    owned = model is None or isinstance(model, str)  # a model passed in is the caller's
+    if isinstance(model, str) or model is None:
+        spec, fell_back = model_spec(model or None)
+        if fell_back:
+            log.line("no model provider configured: using the offline rule-based model")
+        model = resolve_model(spec, base_url=base_url)
     sink = CollectingSink()
     try:
         report = await extract_transcript(transcript, MemoryDir(memory_root), model, sink=sink)
     finally:
-        await close_model(model)
+        if owned:
+            await close_model(model)
     for event in sink.named("extract.error"):
-        reason = event.fields.get("reason") or event.fields.get("error") or "unknown"
+        reason = event.fields.get("reason") or event.fields.get("error_type") or "unknown"
         log.line(f"run failed (retried next time): {reason}")
     log.line(
         f"session {report.session_id}: {report.turns} turn(s), {report.runs} run(s), "
@@ -105,12 +117,12 @@ async def _extract(
 def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
     """Do one hook job; returns the exit status (0 done, 1 failed, 2 unusable job)."""
     try:
-        memory_root = _memory_root(job)
+        memory_root = memory_root_for(job)
     except MemdirError as exc:
         sys.stderr.write(f"memdir hook: {_reason(exc)}\n")
         return 2
     try:
-        handle = stream if stream is not None else _open_log(memory_root)
+        handle = stream if stream is not None else open_log(memory_root)
     except OSError as exc:
         sys.stderr.write(f"memdir hook: cannot use {memory_root}: {exc.strerror or exc}\n")
         return 2
@@ -120,7 +132,17 @@ def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
         from memdir.transcripts import load_transcript
 
         transcript = load_transcript(Path(os.path.expanduser(str(job["transcript_path"]))))
-        return asyncio.run(_extract(job, transcript, memory_root, log))
+        base_url = job.get("base_url")
+        model = job.get("model")
+        return asyncio.run(
+            extract_session(
+                transcript,
+                memory_root,
+                log,
+                model=model if isinstance(model, str) else None,
+                base_url=base_url if isinstance(base_url, str) else None,
+            )
+        )
     except MemdirError as exc:
         log.line(f"extraction failed: {_reason(exc)}")
         return 1
