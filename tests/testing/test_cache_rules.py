@@ -777,3 +777,24 @@ def test_sdk_openai_eviction_and_prompt_cache_key() -> None:
     assert same_key > 1024
     assert idle == 0  # five minutes and a second since the last use
     assert again == same_key
+
+
+def test_a_system_block_added_at_send_time_can_be_left_out_of_the_cache() -> None:
+    # Claude Code adds an attribution block to its system prompt when it sends a request,
+    # and does not record it; a fork rebuilt from the record lacks it. Whether the
+    # provider caches past that block decides whether the fork reads Claude Code's cache:
+    # the fake models both.
+    attribution = text("x-anthropic-billing-header: cc_version=2.1.332; cc_entrypoint=cli;")
+    system = [text("You are Claude Code. " * 400)]
+    conversation = [user(text("hello " * 300, mark=True))]
+    sent = request(conversation, system=[attribution, *system])
+    rebuilt = request(conversation, system=system)
+    counting = AnthropicCache(clock=FakeClock())
+    counting.account(sent)
+    assert counting.account(rebuilt).cache_read_input_tokens == 0
+    ignoring = AnthropicCache(
+        clock=FakeClock(), ignored_system_prefixes=("x-anthropic-billing-header:",)
+    )
+    ignoring.account(sent)
+    usage = ignoring.account(rebuilt)
+    assert usage.cache_read_input_tokens == prompt(usage) > 0

@@ -242,13 +242,19 @@ def _message_blocks(messages: Sequence[Any], *, keeps_thinking: bool) -> list[_B
     return out
 
 
-def _anthropic_blocks(body: Mapping[str, Any], *, keeps_thinking: bool = True) -> list[_Block]:
-    """The cacheable blocks of a Messages request, in the provider's cache order."""
+def _anthropic_blocks(
+    body: Mapping[str, Any], *, keeps_thinking: bool = True, ignored_system: Sequence[str] = ()
+) -> list[_Block]:
+    """The cacheable blocks of a Messages request, in the provider's cache order; system
+    text blocks that start with one of ``ignored_system`` are left out."""
     out: list[_Block] = []
     tools = body.get("tools")
     for i, tool in enumerate(tools if isinstance(tools, list) else ()):
         out.append(_block(f"tools.{i}", "tools", _place("tool"), tool))
     for i, block in enumerate(_as_blocks(body.get("system"))):
+        text = block.get("text") if isinstance(block, Mapping) else None
+        if ignored_system and isinstance(text, str) and text.startswith(tuple(ignored_system)):
+            continue
         out.append(_block(f"system.{i}", "system", _place("system"), block))
     messages = body.get("messages")
     if isinstance(messages, list):
@@ -399,9 +405,11 @@ class AnthropicCache:
         *,
         keeps_thinking: bool | None = None,
         clock: Clock | None = None,
+        ignored_system_prefixes: Sequence[str] = (),
     ) -> None:
         self._min_tokens = min_tokens
         self._keeps_thinking = keeps_thinking
+        self._ignored_system = tuple(ignored_system_prefixes)
         self._clock = clock or time.monotonic
         self._entries: dict[bytes, _Entry] = {}
 
@@ -449,7 +457,8 @@ class AnthropicCache:
         family = _family(body, "anthropic")
         keeps = family.keeps_thinking if self._keeps_thinking is None else self._keeps_thinking
         minimum = family.min_cache_tokens if self._min_tokens is None else self._min_tokens
-        chain = _chain(body, _anthropic_blocks(body, keeps_thinking=keeps))
+        blocks = _anthropic_blocks(body, keeps_thinking=keeps, ignored_system=self._ignored_system)
+        chain = _chain(body, blocks)
 
         # Reads first, so that no breakpoint reads what another of the same request writes.
         read_end = -1

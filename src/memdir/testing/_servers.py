@@ -91,6 +91,11 @@ class FakeAnthropicServer(FakeServer):
       the table, or the ``keeps_thinking`` argument), thinking blocks of assistant messages
       before the last plain user message count as absent, for the key and the tokens.
 
+    System text blocks that start with one of ``ignored_system_prefixes`` are left out of
+    the cache, for the key and the tokens: a way to model a provider that ignores a block
+    added at send time (Claude Code's ``x-anthropic-billing-header: …`` attribution) when
+    it caches. By default every block counts.
+
     Tokens are estimated as characters / 4 of each block's compact JSON. The server
     answers 400, as Anthropic does, for more than four breakpoints (the top-level one
     included), a one-hour marker after a five-minute one, a malformed ``cache_control``,
@@ -112,12 +117,16 @@ class FakeAnthropicServer(FakeServer):
         keeps_thinking: bool | None = None,
         clock: Callable[[], float] | None = None,
         model: str = "claude-fake-1",
+        ignored_system_prefixes: Sequence[str] = (),
     ) -> None:
         super().__init__(
             replies, handler=handler, min_cache_tokens=min_cache_tokens, model=model, clock=clock
         )
         self._cache = AnthropicCache(
-            min_cache_tokens, keeps_thinking=keeps_thinking, clock=self.clock
+            min_cache_tokens,
+            keeps_thinking=keeps_thinking,
+            clock=self.clock,
+            ignored_system_prefixes=ignored_system_prefixes,
         )
 
     def _reset_cache(self) -> None:
