@@ -180,7 +180,7 @@ def test_direct_write_skips_the_fork_and_leaves_the_throttle_alone(tmp_path: Pat
 
 
 STAMPED = (
-    "---\nname: prefers-polars\ndescription: \"Uses polars\"\nmetadata:\n  node_type: memory\n"
+    '---\nname: prefers-polars\ndescription: "Uses polars"\nmetadata:\n  node_type: memory\n'
     "  type: feedback\n  originSessionId: {session}\n  modified: 2026-12-03T10:00:00.000Z\n"
     "---\n\nUse polars, never pandas.\n"
 )
