@@ -27,6 +27,7 @@ test:
 # All of them take about seven minutes on 2 cores; docs/BENCHMARKS.md holds the latest figures.
 bench:
 	$(PY) bench/hook_overhead.py
+	$(PY) bench/hook_exit.py
 	$(PY) bench/scan_scaling.py
 	$(PY) bench/cache_share.py
 	$(PY) bench/cost_vs_mem0.py
