@@ -23,6 +23,8 @@ __all__ = ["HookOptions", "parse_options", "run", "start"]
 # The events memdir acts on. Claude Code runs Stop hooks after the main agent's answer;
 # a settings file that points other events here gets nothing done.
 _EVENTS = frozenset({"Stop"})
+# As memdir._hook_worker.ANSWER_TAIL_CHARS (not imported: that module is not light).
+_ANSWER_TAIL_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -93,10 +95,13 @@ def start(payload: object, options: HookOptions, *, env: Mapping[str, str] | Non
         return
     cwd = payload.get("cwd")
     session = payload.get("session_id")
+    answer = payload.get("last_assistant_message")
     job = {
         "transcript_path": transcript,
         "cwd": cwd if isinstance(cwd, str) else None,
         "session_id": session if isinstance(session, str) else None,
+        # Enough of the answer to tell when the transcript holds it (see load_settled).
+        "answer_tail": answer[-_ANSWER_TAIL_CHARS:] if isinstance(answer, str) else None,
         "memory_dir": options.memory_dir,
         "model": options.model,
         "base_url": options.base_url,

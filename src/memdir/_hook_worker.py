@@ -14,6 +14,7 @@ import datetime
 import json
 import os
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -24,7 +25,16 @@ if TYPE_CHECKING:
     from memdir.models import Model
     from memdir.transcripts import Transcript
 
-__all__ = ["HookLog", "extract_session", "main", "memory_root_for", "open_log", "run_job"]
+__all__ = [
+    "ANSWER_TAIL_CHARS",
+    "HookLog",
+    "extract_session",
+    "load_settled",
+    "main",
+    "memory_root_for",
+    "open_log",
+    "run_job",
+]
 
 # A line of the log says what happened; a model's error text can be long.
 _REASON_CHARS = 300
@@ -60,15 +70,16 @@ def open_log(memory_root: Path) -> TextIO:
     return open(path, "a", encoding="utf-8")
 
 
-def memory_root_for(job: Mapping[str, Any]) -> Path:
-    """The job's ``memory_dir``, else Claude Code's folder for its ``cwd``."""
+def memory_root_for(job: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Path:
+    """The job's ``memory_dir``, else Claude Code's folder for its ``cwd`` under ``env``
+    (default: this process's environment)."""
     from memdir.store import default_memory_dir
 
     chosen = job.get("memory_dir")
     if isinstance(chosen, str) and chosen:
         return Path(os.path.expanduser(chosen))
     cwd = job.get("cwd")
-    return default_memory_dir(cwd if isinstance(cwd, str) and cwd else os.getcwd())
+    return default_memory_dir(cwd if isinstance(cwd, str) and cwd else os.getcwd(), env=env)
 
 
 async def extract_session(
@@ -114,6 +125,42 @@ async def extract_session(
     return 1 if report.errors else 0
 
 
+# How long to wait for Claude Code to finish writing the turn the hook was called for.
+_SETTLE_SECONDS = 15.0
+ANSWER_TAIL_CHARS = 200
+"""How much of the hook's ``last_assistant_message`` the job carries, to recognise it."""
+
+
+def load_settled(
+    path: Path, answer_tail: str | None, *, timeout: float = _SETTLE_SECONDS
+) -> Transcript:
+    """Load the transcript once it holds the answer the hook was called for.
+
+    Claude Code may call a Stop hook before the turn's last lines reach the transcript
+    (the Agent SDK's in-process hooks run before the file is even created); loading at
+    once would miss the turn, or the whole session. So the file is read again, a little
+    later each time, until its last answer ends with ``answer_tail`` (or, without one,
+    until the file exists), for up to ``timeout`` seconds; then whatever is there is
+    used. Raises :class:`~memdir.errors.TranscriptError` when the file never appears.
+    """
+    from memdir.transcripts import load_transcript
+
+    deadline = time.monotonic() + timeout
+    delay = 0.02
+    wanted = answer_tail.strip() if answer_tail else None
+    while True:
+        last_try = time.monotonic() >= deadline
+        if path.exists() or last_try:
+            transcript = load_transcript(path)
+            answers = [m for m in transcript.messages if m.role == "assistant" and m.text]
+            if wanted is None or (answers and answers[-1].text.strip().endswith(wanted)):
+                return transcript
+            if last_try:
+                return transcript
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 2, 1.0)
+
+
 def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
     """Do one hook job; returns the exit status (0 done, 1 failed, 2 unusable job)."""
     try:
@@ -129,9 +176,9 @@ def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
     log = HookLog(handle)
     try:
         log.line(f"started for {job.get('transcript_path')} (pid {os.getpid()})")
-        from memdir.transcripts import load_transcript
-
-        transcript = load_transcript(Path(os.path.expanduser(str(job["transcript_path"]))))
+        path = Path(os.path.expanduser(str(job["transcript_path"])))
+        tail = job.get("answer_tail")
+        transcript = load_settled(path, tail if isinstance(tail, str) else None)
         base_url = job.get("base_url")
         model = job.get("model")
         return asyncio.run(

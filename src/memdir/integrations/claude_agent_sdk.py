@@ -28,7 +28,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memdir._hook_worker import HookLog, extract_session, memory_root_for, open_log
+from memdir._hook_worker import (
+    ANSWER_TAIL_CHARS,
+    HookLog,
+    extract_session,
+    load_settled,
+    memory_root_for,
+    open_log,
+)
 from memdir.errors import MemdirError
 
 if TYPE_CHECKING:
@@ -43,7 +50,10 @@ __all__ = ["MemdirStopHook"]
 class MemdirStopHook:
     """A Claude Agent SDK hook callback that saves memories after each answer.
 
-    ``memory_dir`` defaults to Claude Code's folder for the session's working directory;
+    ``memory_dir`` defaults to Claude Code's folder for the session's working directory,
+    found as the CLI finds it under ``env``: pass the environment the CLI runs with
+    (``{**os.environ, **options.env}``) when ``ClaudeAgentOptions.env`` changes ``HOME``
+    or ``CLAUDE_CONFIG_DIR``; default: this process's;
     ``model`` is a :class:`~memdir.models.Model`, a spec (``anthropic:MODEL``, …) or None
     for the default (``$MEMDIR_MODEL``, then the provider whose key is set, else
     offline). Runs of one session follow each other; a turn that ends while its session's
@@ -58,8 +68,10 @@ class MemdirStopHook:
         model: Model | str | None = None,
         *,
         base_url: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.memory_dir = Path(memory_dir) if memory_dir is not None else None
+        self.env = dict(env) if env is not None else None
         self.model = model
         self.base_url = base_url
         self._tasks: set[asyncio.Task[int]] = set()
@@ -87,9 +99,11 @@ class MemdirStopHook:
         if not isinstance(transcript, str) or not transcript:
             return {}
         cwd = input_data.get("cwd")
+        answer = input_data.get("last_assistant_message")
         job = {
             "transcript_path": transcript,
             "cwd": cwd if isinstance(cwd, str) else None,
+            "answer_tail": answer[-ANSWER_TAIL_CHARS:] if isinstance(answer, str) else None,
             "memory_dir": str(self.memory_dir) if self.memory_dir is not None else None,
         }
         task = asyncio.get_running_loop().create_task(self._extract(job))
@@ -105,7 +119,7 @@ class MemdirStopHook:
     async def _extract(self, job: Mapping[str, Any]) -> int:
         """One session's extraction, after any still going for the same memory folder."""
         try:
-            root = memory_root_for(job)
+            root = memory_root_for(job, self.env)
         except MemdirError:
             return 2
         lock = self._locks.setdefault(root, asyncio.Lock())
@@ -116,7 +130,8 @@ class MemdirStopHook:
                 handle = io.StringIO()  # an unwritable folder: the run still goes ahead
             log = HookLog(handle)
             try:
-                transcript = await asyncio.to_thread(_load, str(job["transcript_path"]))
+                tail = job["answer_tail"]
+                transcript = await asyncio.to_thread(_load, str(job["transcript_path"]), tail)
                 return await extract_session(
                     transcript, root, log, model=self.model, base_url=self.base_url
                 )
@@ -135,7 +150,5 @@ class MemdirStopHook:
             await asyncio.wait(list(self._tasks), timeout=timeout)
 
 
-def _load(path: str) -> Transcript:
-    from memdir.transcripts import load_transcript
-
-    return load_transcript(Path(os.path.expanduser(path)))
+def _load(path: str, answer_tail: str | None) -> Transcript:
+    return load_settled(Path(os.path.expanduser(path)), answer_tail)
