@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +49,26 @@ def test_the_hook_saves_from_a_session_the_sdk_ran(claude_cli: ClaudeCli) -> Non
     assert {h.filename for h in folder.scan()}  # the role and the preference
     assert StateFile(folder).get(results[0].session_id).cursor is not None
     assert Path(folder.root / ".memdir" / "hook.log").read_text().count("1 run(s)") == 1
+
+
+def test_the_example_saves_and_the_next_run_loads(claude_cli: ClaudeCli) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "claude_agent_sdk_agent.py"
+    with FakeAnthropicServer(handler=answer) as server:
+        env = claude_cli.env(base_url=server.base_url)
+        for prompt in ("I'm Ana, I lead the data platform team.", "Who am I?"):
+            done = subprocess.run(
+                [sys.executable, str(example), prompt, "--memory-model", "offline"],
+                cwd=claude_cli.project,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr
+            assert "Noted, Ana." in done.stdout
+        server.assert_no_errors()
+        second_session_first_request = server.requests[-1].body
+    folder = MemoryDir(default_memory_dir(claude_cli.project, env=env))
+    assert "user_role.md" in {h.filename for h in folder.scan()}
+    assert "user_role.md" in str(second_session_first_request["messages"][0])
