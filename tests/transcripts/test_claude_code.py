@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from memdir.messages import TextBlock, ToolResultBlock, ToolUseBlock
-from memdir.transcripts import load_transcript
+from memdir.transcripts import Transcript, load_transcript
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "claude-code-log"
 
@@ -55,6 +55,12 @@ class Session:
             "stop_reason": None,
             "usage": {"input_tokens": 1, "output_tokens": 1},
         }
+        self.lines.append(json.dumps(entry))
+        return self
+
+    def progress(self, uuid: str, parent: str | None) -> Session:
+        """A hook's progress line: it threads the tree but carries no message."""
+        entry = self._envelope("progress", uuid, parent, data={"type": "hook_progress"})
         self.lines.append(json.dumps(entry))
         return self
 
@@ -334,3 +340,255 @@ def test_tool_use_blocks_come_through_intact(tmp_path: Path) -> None:
     assert isinstance(block, ToolUseBlock)
     assert block.name == "Edit"
     assert block.input == {"file_path": "/w/t1"}
+
+
+# --- parallel tool calls off the single path ---------------------------------------------
+
+
+def shape(t: Transcript) -> list[tuple[str, list[str]]]:
+    """Each message as its role and its blocks: text, ``use:<id>``, ``result:<id>``."""
+    out: list[tuple[str, list[str]]] = []
+    for m in t.messages:
+        blocks = []
+        for b in m.content:
+            if isinstance(b, ToolUseBlock):
+                blocks.append(f"use:{b.id}")
+            elif isinstance(b, ToolResultBlock):
+                blocks.append(f"result:{b.tool_use_id}")
+            else:
+                blocks.append(type(b).__name__)
+        out.append((m.role, blocks))
+    return out
+
+
+def test_the_result_of_a_call_before_hook_progress_lines_is_kept(tmp_path: Path) -> None:
+    # Claude Code 2.1.39: hook progress lines stand between two calls of one response,
+    # and the first call's result hangs off the first call's line, not on the path.
+    s = Session()
+    s.user("u1", None, "run both")
+    s.assistant("a1", "u1", "msg_1", [tool_use("t1", "Bash")])
+    s.progress("p1", "a1").progress("p2", "p1")
+    s.assistant("a2", "p2", "msg_1", [tool_use("t2", "Bash")])
+    s.progress("p3", "a2")
+    s.user("r1", "a1", [tool_result("t1", "one")])
+    s.user("r2", "a2", [tool_result("t2", "two")])
+    s.assistant("a3", "r2", "msg_2", [text("Both ran.")])
+    t = load_transcript(s.write(tmp_path / "s.jsonl"))
+    assert shape(t) == [
+        ("user", ["TextBlock"]),
+        ("assistant", ["use:t1", "use:t2"]),
+        ("user", ["result:t1"]),
+        ("user", ["result:t2"]),
+        ("assistant", ["TextBlock"]),
+    ]
+    assert t.messages[2].tool_results[0].text == "one"
+    assert t.skipped == ()
+
+
+def test_sibling_call_lines_and_their_results_are_taken_back(tmp_path: Path) -> None:
+    # Claude Code 2.1.332: the second result is logged first, the next answer hangs off
+    # the first result, so the path runs through the first call only.
+    s = Session()
+    s.user("u1", None, "read a and b")
+    s.assistant("a1", "u1", "msg_1", [text("Reading both.")])
+    s.assistant("a2", "a1", "msg_1", [tool_use("ta")])
+    s.assistant("a3", "a2", "msg_1", [tool_use("tb")])
+    s.user("rb", "a3", [tool_result("tb", "beta")], sourceToolAssistantUUID="a3")
+    s.user("ra", "a2", [tool_result("ta", "alpha")], sourceToolAssistantUUID="a2")
+    s.assistant("a4", "ra", "msg_2", [text("alpha and beta")])
+    t = load_transcript(s.write(tmp_path / "s.jsonl"))
+    assert shape(t) == [
+        ("user", ["TextBlock"]),
+        ("assistant", ["TextBlock", "use:ta", "use:tb"]),
+        ("user", ["result:ta"]),
+        ("user", ["result:tb"]),
+        ("assistant", ["TextBlock"]),
+    ]
+    assert t.messages[1].uuid == "a3"  # the response's line logged last
+
+
+def test_calls_keep_the_order_they_were_logged_in(tmp_path: Path) -> None:
+    # The fourth call's line hangs off the first call's result, after hook lines.
+    s = Session()
+    s.user("u1", None, "four commands")
+    s.assistant("a0", "u1", "msg_1", [text("Running four.")])
+    s.assistant("a1", "a0", "msg_1", [tool_use("t1", "Bash")])
+    s.progress("p1", "a1")
+    s.assistant("a2", "p1", "msg_1", [tool_use("t2", "Bash")])
+    s.assistant("a3", "a2", "msg_1", [tool_use("t3", "Bash")])
+    s.user("r1", "a1", [tool_result("t1", "1")])
+    s.progress("p2", "r1")
+    s.assistant("a4", "p2", "msg_1", [tool_use("t4", "Bash")])
+    s.user("r2", "a2", [tool_result("t2", "2")])
+    s.user("r3", "a3", [tool_result("t3", "3")])
+    s.user("r4", "a4", [tool_result("t4", "4")])
+    s.assistant("a5", "r4", "msg_2", [text("Done.")])
+    t = load_transcript(s.write(tmp_path / "s.jsonl"))
+    assert shape(t) == [
+        ("user", ["TextBlock"]),
+        ("assistant", ["TextBlock", "use:t1", "use:t2", "use:t3", "use:t4"]),
+        ("user", ["result:t1"]),
+        ("user", ["result:t2"]),
+        ("user", ["result:t3"]),
+        ("user", ["result:t4"]),
+        ("assistant", ["TextBlock"]),
+    ]
+
+
+def test_a_rewind_beside_parallel_calls_is_still_left_out(tmp_path: Path) -> None:
+    s = Session()
+    s.user("u1", None, "check both services")
+    s.assistant("a1", "u1", "msg_1", [tool_use("t1", "Bash")])
+    s.assistant("a2", "a1", "msg_1", [tool_use("t2", "Bash")])
+    s.user("r1", "a1", [tool_result("t1", "api up")])
+    s.user("r2", "a2", [tool_result("t2", "db up")])
+    s.assistant("b1", "r2", "msg_2", [text("Both are up.")])
+    # A prompt typed while the calls ran, then rewound: it hangs off a call line.
+    s.user("uz", "a2", "actually, restart the db")
+    s.assistant("az", "uz", "msg_z", [tool_use("tz", "Bash")])
+    s.user("rz", "az", [tool_result("tz", "db restarted")])
+    # A whole abandoned turn with its own parallel calls.
+    s.user("ux", "b1", "now deploy")
+    s.assistant("ax1", "ux", "msg_x", [tool_use("tx1", "Bash")])
+    s.assistant("ax2", "ax1", "msg_x", [tool_use("tx2", "Bash")])
+    s.user("rx1", "ax1", [tool_result("tx1", "deployed api")])
+    s.user("rx2", "ax2", [tool_result("tx2", "deployed db")])
+    # The rewind: a new prompt under b1.
+    s.user("uy", "b1", "thanks, that is all")
+    s.assistant("ay", "uy", "msg_y", [text("You're welcome.")])
+    t = load_transcript(s.write(tmp_path / "s.jsonl"))
+    assert [m.uuid for m in t.messages] == ["u1", "a2", "r1", "r2", "b1", "uy", "ay"]
+    everything = " ".join(repr(m.content) for m in t.messages)
+    for abandoned in ("restart", "db restarted", "deploy", "tx1", "tx2", "tz"):
+        assert abandoned not in everything
+
+
+def test_a_result_already_on_the_path_is_not_taken_twice(tmp_path: Path) -> None:
+    s = Session()
+    s.user("u1", None, "go")
+    s.assistant("a1", "u1", "msg_1", [tool_use("t1")])
+    s.assistant("a2", "a1", "msg_1", [tool_use("t2")])
+    s.user("r1-stale", "a1", [tool_result("t1", "stale copy")])
+    s.user("r2", "a2", [tool_result("t2", "two")])
+    s.user("r1", "r2", [tool_result("t1", "one")])
+    s.assistant("a3", "r1", "msg_2", [text("ok")])
+    t = load_transcript(s.write(tmp_path / "s.jsonl"))
+    results = [b.tool_use_id for m in t.messages for b in m.tool_results]
+    assert sorted(results) == ["t1", "t2"]
+    assert "stale copy" not in " ".join(repr(m.content) for m in t.messages)
+
+
+# --- files that other tools wrote ---------------------------------------------------------
+
+
+UNTHREADED = [
+    {"type": "user", "timestamp": "2024-01-01T10:00:00Z", "message": {"content": "Fix the bug"}},
+    {
+        "type": "assistant",
+        "timestamp": "2024-01-01T10:00:05Z",
+        "message": {"content": [text("Looking."), tool_use("toolu_1")]},
+    },
+    {
+        "type": "user",
+        "timestamp": "2024-01-01T10:00:06Z",
+        "message": {"content": [tool_result("toolu_1", "def login(): ...")]},
+    },
+    {"type": "assistant", "message": {"content": [text("Fixed it.")]}},
+]
+
+
+def test_a_file_without_uuids_is_read_in_file_order(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in UNTHREADED[:3]), encoding="utf-8")
+    first = load_transcript(path)
+    assert shape(first) == [
+        ("user", ["TextBlock"]),
+        ("assistant", ["TextBlock", "use:toolu_1"]),
+        ("user", ["result:toolu_1"]),
+    ]
+    assert first.skipped == ()
+    assert len({m.uuid for m in first.messages}) == 3
+    assert [m.uuid for m in load_transcript(path).messages] == [m.uuid for m in first.messages]
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(UNTHREADED[3]) + "\n")
+    longer = load_transcript(path)
+    assert [m.uuid for m in longer.messages][:3] == [m.uuid for m in first.messages]
+    assert longer.messages[-1].text == "Fixed it."
+
+
+def test_a_line_without_uuid_among_threaded_lines_is_still_skipped(tmp_path: Path) -> None:
+    s = Session()
+    s.user("u1", None, "a")
+    s.raw(json.dumps(UNTHREADED[3]))
+    t = load_transcript(s.write(tmp_path / "s.jsonl"))
+    assert [m.uuid for m in t.messages] == ["u1"]
+    assert [x.reason for x in t.skipped] == ["assistant line without a uuid"]
+
+
+def test_a_tool_call_without_id_keeps_its_line_and_gets_a_stable_id(tmp_path: Path) -> None:
+    s = Session()
+    s.user("u1", None, "open the readme")
+    idless = {"type": "tool_use", "name": "Bash", "input": {"command": "cat README.md"}}
+    s.assistant("a1", "u1", "msg_1", [text("Opening it."), idless])
+    answer = {"type": "tool_result", "content": "# Title"}
+    s.user("r1", "a1", [answer], sourceToolAssistantUUID="a1")
+    s.user("r1b", "a1", [answer], sourceToolAssistantUUID="a1")  # a second answer: nothing left
+    s.assistant("a2", "r1", "msg_2", [text("It has a title.")])
+    path = s.write(tmp_path / "s.jsonl")
+    t = load_transcript(path)
+    call = t.messages[1].tool_uses[0]
+    assert t.messages[1].text == "Opening it."
+    assert call.name == "Bash"
+    assert call.id.startswith("toolu_")
+    assert call.extra["memdir:synthetic_id"] is True
+    assert t.messages[2].tool_results[0].tool_use_id == call.id
+    assert t.messages[2].tool_results[0].text == "# Title"
+    assert load_transcript(path).messages[1].tool_uses[0].id == call.id
+    assert [(x.line, x.reason) for x in t.skipped] == [
+        (4, "malformed user: its tool results have no tool_use_id and no call to answer")
+    ]
+
+
+# --- line types of newer versions -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"type": "atis-latch", "atis": ""},
+        {"type": "tools-used", "tools": ["Read"]},
+        {"type": "cost-state", "totalCostUSD": 0.06, "modelUsage": {}},
+        {"type": "ai-title", "aiTitle": "Reading files"},
+        {"type": "mode", "mode": "normal"},
+        {"type": "worktree-state", "worktreeSession": None},
+        {"type": "permission-mode", "permissionMode": "acceptEdits"},
+        {"type": "api-request-shape", "shapeHash": "ab" * 32, "shape": {"system": []}},
+        {"type": "api-request-blob", "hash": "cd" * 32, "message": {"role": "user", "content": []}},
+        {"type": "api-request", "id": "r1", "querySource": "sdk", "shapeHash": "ef" * 32},
+        {"type": "frame-link", "frameUrl": "x"},
+        {"type": "relocated", "relocatedCwd": "/w"},
+        {"type": "bridge-session", "bridgeSessionId": "b"},
+        {"type": "api-request-resumed", "messageId": "m"},
+    ],
+    ids=lambda e: str(e["type"]),
+)
+def test_newer_line_types_are_read_quietly(tmp_path: Path, entry: dict[str, Any]) -> None:
+    s = Session()
+    s.user("u1", None, "a")
+    s.entry(entry)
+    s.assistant("a1", "u1", "m1", [text("b")])
+    t = load_transcript(s.write(tmp_path / "s.jsonl"))
+    assert t.skipped == ()
+    assert [m.uuid for m in t.messages] == ["u1", "a1"]
+
+
+def test_the_ai_title_is_the_title_unless_there_is_a_custom_one(tmp_path: Path) -> None:
+    s = Session()
+    s.user("u1", None, "a")
+    s.assistant("a1", "u1", "m1", [text("b")])
+    s.entry({"type": "summary", "summary": "Old summary", "leafUuid": "a1"})
+    s.entry({"type": "ai-title", "sessionId": "sess-1", "aiTitle": "First guess"})
+    s.entry({"type": "ai-title", "sessionId": "sess-1", "aiTitle": "Reading the files"})
+    assert load_transcript(s.write(tmp_path / "s.jsonl")).title == "Reading the files"
+    s.entry({"type": "custom-title", "sessionId": "sess-1", "customTitle": "Mine"})
+    assert load_transcript(s.write(tmp_path / "s.jsonl")).title == "Mine"

@@ -74,3 +74,37 @@ def test_mutated_session_lines(tmp_path: Path, index: int, key: str, value: obje
 def test_truncated_session_file(tmp_path: Path, cut: int) -> None:
     data = FIXTURE.read_bytes()[:cut]
     _load(tmp_path / "s.jsonl", data)
+
+
+def _recorded_session() -> list[dict[str, object]]:
+    from tests.transcripts.test_claude_code_requests import two_requests
+
+    session = two_requests()[0]
+    return [json.loads(line) for line in session.lines]
+
+
+_RECORD_LINES = [i for i, e in enumerate(_recorded_session()) if str(e["type"]).startswith("api-")]
+_RECORD_KEYS = (
+    *("id", "base", "keep", "tail", "shapeHash", "params", "cacheControl", "requestDigest"),
+    *("cut", "withheld", "querySource", "agentId", "hash", "message", "shape"),
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    index=st.sampled_from(_RECORD_LINES),
+    key=st.sampled_from(_RECORD_KEYS),
+    value=_json,
+)
+def test_mutated_request_records(tmp_path: Path, index: int, key: str, value: object) -> None:
+    entries = _recorded_session()
+    entries[index][key] = value
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(json.dumps(e) for e in entries), encoding="utf-8")
+    transcript = load_transcript(path)
+    for request in transcript.requests:
+        request.verify()
+        request.body()
+    transcript.last_main_request()

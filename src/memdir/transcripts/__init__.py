@@ -13,9 +13,22 @@ from pathlib import Path
 from memdir.errors import TranscriptError
 from memdir.transcripts._chat import load_chat
 from memdir.transcripts._claude_code import is_claude_code_entry, load_claude_code, subagent_files
-from memdir.transcripts._types import SkippedLine, Transcript, TranscriptFormat
+from memdir.transcripts._types import (
+    CacheControlMarker,
+    ClaudeCodeRequest,
+    SkippedLine,
+    Transcript,
+    TranscriptFormat,
+)
 
-__all__ = ["SkippedLine", "Transcript", "TranscriptFormat", "load_transcript"]
+__all__ = [
+    "CacheControlMarker",
+    "ClaudeCodeRequest",
+    "SkippedLine",
+    "Transcript",
+    "TranscriptFormat",
+    "load_transcript",
+]
 
 
 def _read(path: Path) -> bytes:
@@ -58,7 +71,10 @@ def load_transcript(path: str | os.PathLike[str]) -> Transcript:
     Recognised: a Claude Code session (JSONL), Anthropic Messages JSON and OpenAI Chat
     Completions JSON (a list of messages, or an object with ``messages``). In a JSONL
     session, lines that are not JSON, not objects, of an unknown type or malformed are
-    skipped and listed in :attr:`Transcript.skipped` with their line numbers.
+    skipped and listed in :attr:`Transcript.skipped` with their line numbers. The
+    requests a Claude Code session recorded (2.1.332 and later) are in
+    :attr:`Transcript.requests`; :meth:`Transcript.last_main_request` picks the one a
+    fork of the main thread would extend.
 
     Raises :class:`~memdir.errors.TranscriptError`, naming the file (and line, where
     there is one), when the file is missing or unreadable or in no known format.
