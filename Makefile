@@ -8,12 +8,12 @@ install:
 	$(PY) -m pip install -q -e '.[dev]'
 
 lint:
-	$(PY) -m ruff check src tests examples bench
-	$(PY) -m ruff format --check src tests examples bench
+	$(PY) -m ruff check src tests examples bench scripts
+	$(PY) -m ruff format --check src tests examples bench scripts
 
 format:
-	$(PY) -m ruff format src tests examples bench
-	$(PY) -m ruff check --fix src tests examples bench
+	$(PY) -m ruff format src tests examples bench scripts
+	$(PY) -m ruff check --fix src tests examples bench scripts
 
 typecheck:
 	$(PY) -m mypy

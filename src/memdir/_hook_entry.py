@@ -36,9 +36,17 @@ class HookOptions:
     base_url: str | None = None
     timeout: float = 0.0
     """Seconds to wait for the extraction (0: never wait; tests wait to see its result)."""
+    mode: str = "auto"
+    """``auto`` (the planner picks per run), ``fork`` or ``standalone``."""
 
 
-_VALUED = {"--memory-dir": "memory_dir", "--model": "model", "--base-url": "base_url"}
+_VALUED = {
+    "--memory-dir": "memory_dir",
+    "--model": "model",
+    "--base-url": "base_url",
+    "--mode": "mode",
+}
+_MODES = ("auto", "fork", "standalone")
 
 
 def parse_options(args: Sequence[str]) -> HookOptions | None:
@@ -69,6 +77,8 @@ def parse_options(args: Sequence[str]) -> HookOptions | None:
         else:
             values[_VALUED[name]] = value
         i += 1
+    if values.get("mode", "auto") not in _MODES:
+        return None
     return HookOptions(**values, timeout=timeout)
 
 
@@ -105,6 +115,7 @@ def start(payload: object, options: HookOptions, *, env: Mapping[str, str] | Non
         "memory_dir": options.memory_dir,
         "model": options.model,
         "base_url": options.base_url,
+        "mode": options.mode,
     }
     workdir = job["cwd"] if job["cwd"] and os.path.isdir(job["cwd"]) else None
     try:

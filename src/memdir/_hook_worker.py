@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from memdir.errors import MemdirError
 
 if TYPE_CHECKING:
+    from memdir.extract._planner import Mode
     from memdir.models import Model
     from memdir.transcripts import Transcript
 
@@ -89,6 +90,7 @@ async def extract_session(
     *,
     model: Model | str | None = None,
     base_url: str | None = None,
+    mode: Mode = "auto",
 ) -> int:
     """Save memories from the turns of ``transcript`` since its saved cursor, logging to
     ``log``; 0 when every run succeeded, 1 otherwise. ``model`` is a model, a spec, or
@@ -107,19 +109,26 @@ async def extract_session(
         model = resolve_model(spec, base_url=base_url)
     sink = CollectingSink()
     try:
-        report = await extract_transcript(transcript, MemoryDir(memory_root), model, sink=sink)
+        report = await extract_transcript(
+            transcript, MemoryDir(memory_root), model, mode=mode, sink=sink
+        )
     finally:
         if owned:
             await close_model(model)
     for event in sink.named("extract.error"):
         reason = event.fields.get("reason") or event.fields.get("error_type") or "unknown"
         log.line(f"run failed (retried next time): {reason}")
+    if report.turns:
+        log.line(f"host request: {report.host_request}")
     log.line(
-        f"session {report.session_id}: {report.turns} turn(s), {report.runs} run(s), "
+        f"session {report.session_id}: {report.turns} turn(s), {report.runs} run(s) "
+        f"({', '.join(report.modes) or 'none'}), "
         f"{report.memories_saved} memory(ies) saved, {report.errors} failed; "
         f"input {report.input_tokens + report.cache_creation_input_tokens} "
         f"+ {report.cache_read_input_tokens} from cache, output {report.output_tokens} tokens"
     )
+    for went, plan in zip(report.modes, report.plans, strict=False):
+        log.line(f"{went}: {plan}")
     for path in report.saved_paths:
         log.line(f"saved {path}")
     return 1 if report.errors else 0
@@ -188,6 +197,7 @@ def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
                 log,
                 model=model if isinstance(model, str) else None,
                 base_url=base_url if isinstance(base_url, str) else None,
+                mode=_mode(job.get("mode")),
             )
         )
     except MemdirError as exc:
@@ -199,6 +209,10 @@ def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
     finally:
         if stream is None:
             handle.close()
+
+
+def _mode(value: object) -> Mode:
+    return "fork" if value == "fork" else "standalone" if value == "standalone" else "auto"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,6 +37,14 @@ class CacheSafeParams:
     """The parent's tool definitions, all of them, in order."""
     params: Mapping[str, Any] = field(default_factory=dict)
     """The parent's other request parameters (``max_tokens``, ``thinking``, …)."""
+    wire_messages: Sequence[Mapping[str, Any]] = ()
+    """The parent's request messages exactly as sent (Anthropic's wire shape), for a parent
+    whose request was recorded rather than built by memdir (Claude Code records its own):
+    they hold what the conversation's messages do not, such as reminders and
+    ``role: "system"`` messages. A fork sends them in place of the first
+    ``wire_replaces`` messages it is given."""
+    wire_replaces: int = 0
+    """How many of the conversation's first messages ``wire_messages`` stand for."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,8 +143,11 @@ async def run_forked_agent(
         raise ValueError(f"max_turns must be at least 1 or None, got {max_turns}")
     by_name = {tool.name: tool for tool in tools}
     context = context if context is not None else ToolContext()
-    history = [*messages, *prompt_messages]
+    skip = min(params.wire_replaces, len(messages)) if params.wire_messages else 0
+    history = [*messages[skip:], *prompt_messages]
     points = tuple(cache_points) + ((cache_point,) if cache_point is not None else ())
+    # Points index ``messages``; the ones inside the recorded stretch have no place left.
+    points = tuple(p - skip for p in points if p >= skip)
     own: list[Message] = list(prompt_messages)
     usage = Usage()
     written: dict[Path, None] = {}
@@ -149,6 +160,7 @@ async def run_forked_agent(
             messages=tuple(history),
             params=params.params,
             cache_points=points,
+            wire_prefix=tuple(params.wire_messages),
         )
         response = await params.model.request(request)
         turns += 1

@@ -17,6 +17,7 @@ is answered by :func:`side_reply`, so a test scripts only the agent's turns.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import importlib.util
 import json
@@ -303,6 +304,8 @@ class ClaudeCli:
         cwd: Path | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         check: bool = True,
+        server: FakeAnthropicServer | None = None,
+        resume: str | None = None,
     ) -> CliRun:
         """Run ``claude -p prompt`` to its end and return what happened.
 
@@ -312,22 +315,33 @@ class ClaudeCli:
         command-line arguments (``--settings`` JSON among them). With ``check`` the run
         must exit 0, see no server problem and use every scripted reply
         (:meth:`CliRun.check`). A run past ``timeout`` seconds is killed and fails.
+
+        ``server`` is a running fake of the caller's to use instead of one for this run
+        alone (for hooks that call the model after the CLI has exited); its handler then
+        answers everything and ``replies`` is not used. ``requests`` holds what it received
+        during the run. ``resume`` names an earlier run's session to go on with
+        (``--resume``): its transcript grows by this run's turn.
         """
         workdir = self.project if cwd is None else cwd
-        session_id = str(uuid.uuid4())
-        responder = _Responder(replies)
-        with FakeAnthropicServer(handler=responder) as server:
+        session_id = resume if resume is not None else str(uuid.uuid4())
+        choice = ["--resume", session_id] if resume is not None else ["--session-id", session_id]
+        responder = _Responder(() if server is not None else replies)
+        own = server is None
+        with contextlib.ExitStack() as stack:
+            if server is None:
+                server = stack.enter_context(FakeAnthropicServer(handler=responder))
+            seen = len(server.requests)
             env = self.env(env_extra, base_url=server.base_url)
             config = self.config_home(env, workdir)
             if settings is not None:
                 config.mkdir(parents=True, exist_ok=True)
                 (config / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
-            command = [str(self.binary), "-p", prompt, "--session-id", session_id, *args]
+            command = [str(self.binary), "-p", prompt, *choice, *args]
             started = time.monotonic()
             exit_code, stdout, stderr = _run_to_end(command, workdir, env, timeout)
             elapsed = time.monotonic() - started
-            requests = tuple(server.requests)
-            problems = [*server.problems, *responder.problems]
+            requests = tuple(server.requests[seen:])
+            problems = [*server.problems, *responder.problems] if own else []
         if responder.unused:
             problems.append(f"{responder.unused} scripted repl(ies) never used")
         found = sorted(config.glob(f"projects/*/{session_id}.jsonl"))

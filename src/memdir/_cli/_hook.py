@@ -30,6 +30,14 @@ def hook_group() -> None:
 @model_option
 @base_url_option
 @click.option(
+    "--mode",
+    type=click.Choice(["auto", "fork", "standalone"]),
+    default="auto",
+    show_default=True,
+    help="fork: share Claude Code's prompt cache through the request it recorded; "
+    "standalone: memdir's own request; auto: whichever costs less.",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0),
     default=0.0,
@@ -37,7 +45,11 @@ def hook_group() -> None:
     help="Seconds to wait for the extraction (0: return at once; it goes on detached).",
 )
 def claude_code_hook(
-    memory_dir: Path | None, model_option: str | None, base_url: str | None, timeout: float
+    memory_dir: Path | None,
+    model_option: str | None,
+    base_url: str | None,
+    mode: str,
+    timeout: float,
 ) -> None:
     """The Claude Code Stop hook: save memories from the session that just answered.
 
@@ -63,5 +75,6 @@ def claude_code_hook(
         model=model_option,
         base_url=base_url,
         timeout=timeout,
+        mode=mode,
     )
     start(payload, options)

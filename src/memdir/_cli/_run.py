@@ -6,7 +6,9 @@ import datetime
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from memdir._cli._recorded import recorded_host
 from memdir.extract import ExtractConfig, MemoryExtractor, MemorySaved, TurnContext
+from memdir.extract._planner import Mode
 from memdir.messages import Message
 from memdir.models import Model
 from memdir.state import SessionState, StateFile
@@ -47,6 +49,12 @@ class TranscriptReport:
     cache_creation_input_tokens: int = 0
     skipped_lines: list[tuple[int, str]] = field(default_factory=list)
     saved_paths: list[str] = field(default_factory=list)
+    host_request: str = ""
+    """For the last turn: the recorded request a fork may share, or why there is none."""
+    modes: list[str] = field(default_factory=list)
+    """How each run went: ``fork`` or ``standalone``."""
+    plans: list[str] = field(default_factory=list)
+    """Why each run went that way, with both estimated costs."""
 
     @property
     def cache_share(self) -> float:
@@ -85,6 +93,7 @@ async def extract_transcript(
     every: int = 1,
     batch: bool = False,
     team: bool = False,
+    mode: Mode = "auto",
     sink: Sink | None = None,
     on_turn: Callable[[], object] | None = None,
     on_saved: Callable[[MemorySaved], object] | None = None,
@@ -114,7 +123,7 @@ async def extract_transcript(
     if not ends:
         return report
     collected = CollectingSink()
-    config = ExtractConfig(every_n_turns=1 if batch else every, team=team)
+    config = ExtractConfig(every_n_turns=1 if batch else every, team=team, mode=mode)
     extractor = MemoryExtractor(memory, model, config, sink=fan_out(collected, sink))
     extractor.restore(saved.cursor, saved.turns_since_run, covered_at=_epoch(saved.updated))
 
@@ -123,9 +132,18 @@ async def extract_transcript(
         if on_saved is not None:
             on_saved(event)
 
+    host = recorded_host(transcript, model)
+    report.host_request = host.reason
     for end in [ends[-1]] if batch else ends:
+        # The recorded request is the one the session's last answer answered: only the
+        # last turn can fork from it.
+        last = end == len(messages) - 1 and host.params is not None
         turn = TurnContext(
-            messages=messages[: end + 1], cwd=transcript.cwd, session_id=transcript.session_id
+            messages=messages[: end + 1],
+            cwd=transcript.cwd,
+            session_id=transcript.session_id,
+            params=host.params if last else None,
+            last_request_at=host.sent_at if last else None,
         )
         with memory.lock(_RUN_LOCK, timeout=_RUN_LOCK_TIMEOUT):
             extractor.on_turn_end(turn, notify=notice)
@@ -145,6 +163,12 @@ async def extract_transcript(
             report.output_tokens += int(fields.get("output_tokens", 0))
             report.cache_read_input_tokens += int(fields.get("cache_read_input_tokens", 0))
             report.cache_creation_input_tokens += int(fields.get("cache_creation_input_tokens", 0))
+            report.modes.append(str(fields.get("mode", "")))
+            report.plans.append(
+                f"{fields.get('plan_reason')} (estimated cost: fork "
+                f"{fields.get('estimated_cost_fork')}, standalone "
+                f"{fields.get('estimated_cost_standalone')})"
+            )
         elif event.name == "extract.error":
             report.errors += 1
     return report

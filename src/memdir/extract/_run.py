@@ -376,7 +376,15 @@ class Runner:
         params = turn.params
         family = self._family(params.model)
         static, long_lived = _host_static_tokens(params)
-        conversation = self.conversation.raw_tokens_between(0, length)
+        if params.wire_messages:
+            # A recorded prefix stands for the conversation's first messages.
+            replaced = min(params.wire_replaces, length)
+            conversation = estimate_tokens(
+                json.dumps(list(params.wire_messages), ensure_ascii=False, default=str)
+            )
+            conversation += self.conversation.raw_tokens_between(replaced, length)
+        else:
+            conversation = self.conversation.raw_tokens_between(0, length)
         last = self.conversation.raw_tokens_between(length - 1, length) if length else 0
         prompt = static + conversation + estimate_tokens(parts.whole)
         if age < family.cache_ttl_seconds:

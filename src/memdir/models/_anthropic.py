@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +71,19 @@ def _message_wire(message: Message, index: int) -> dict[str, Any]:
             for b in content
         ]
     return wire
+
+
+def _unmarked_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded wire message without its ``cache_control`` markers (blocks copied only
+    where one is dropped): where the breakpoints go is decided per request."""
+    content = message.get("content")
+    if isinstance(content, list) and any(_marked(b) for b in content):
+        content = [
+            {k: v for k, v in b.items() if k != "cache_control"} if _marked(b) else b
+            for b in content
+        ]
+        return {**message, "content": content}
+    return dict(message)
 
 
 def _with_marker(message: dict[str, Any]) -> dict[str, Any] | None:
@@ -235,6 +249,14 @@ class AnthropicModel(ClientPerLoop["AsyncAnthropic"]):
         return self._assemble(request, self._wire.convert(request.messages))
 
     def _assemble(self, request: ModelRequest, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        if request.wire_prefix:
+            prefix = [_unmarked_message(m) for m in request.wire_prefix]
+            shift = len(prefix)
+            request = dataclasses.replace(
+                request,
+                cache_points=tuple(p + shift if p >= 0 else p for p in request.cache_points),
+            )
+            messages = [*prefix, *messages]
         kwargs: dict[str, Any] = {"model": self.model, "max_tokens": _DEFAULT_MAX_TOKENS}
         kwargs.update(request.params)
         system = _system_blocks(request.system)

@@ -132,6 +132,11 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Send ``request`` and return the model's answer."""
+        if request.wire_prefix:
+            raise UsageError(
+                f"{self.name}: a wire_prefix holds Anthropic messages; send it to an "
+                "Anthropic model"
+            )
         # A long conversation's first request converts it in slices; later ones reuse it.
         converted = await self._wire.convert_in_slices(request.messages)
         kwargs = self._assemble(request, converted)

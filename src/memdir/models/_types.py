@@ -82,6 +82,13 @@ class ModelRequest:
     between calls (a standalone memory run) still share everything before it. Providers
     that cache by prefix on their own ignore it.
     """
+    wire_prefix: tuple[Mapping[str, Any], ...] = ()
+    """Messages in Anthropic's wire shape, sent as they are before ``messages`` (their
+    ``cache_control`` markers left out): the start of a conversation that was recorded as
+    sent and holds what :class:`~memdir.messages.Message` cannot (Claude Code's
+    ``role: "system"`` messages, say). Only :class:`~memdir.models.AnthropicModel` takes
+    them; ``cache_points`` still index ``messages``.
+    """
 
 
 @dataclass(frozen=True, kw_only=True)
