@@ -455,3 +455,62 @@ def test_budget_records_what_the_model_surfaced(memories: Path) -> None:
     assert [m.filename for m in second] == ["deploys.md"]
     assert budget.surfaced == {"polars.md", "deploys.md"}
     assert budget.used == sum(len(m.text.encode()) for m in first + second)
+
+
+# --- links between memories --------------------------------------------------------------
+
+
+@pytest.fixture
+def linked(tmp_path: Path) -> Path:
+    root = tmp_path / "memory"
+    write_memory(root, "polars.md", "dataframes use polars", "Polars only. See [[deploy-day]].")
+    # Linked by its name (a slug of "deploy day", the helper's name for deploy_day.md).
+    write_memory(root, "deploy_day.md", "release train", "Tuesdays. Also [[user-role]].")
+    write_memory(root, "user_role.md", "data engineer", kind="user")
+    write_memory(root, "unrelated.md", "nothing to do with it")
+    return root
+
+
+def test_a_chosen_memory_brings_the_memories_it_links_to(linked: Path) -> None:
+    model = ScriptedModel([selection("polars.md")])
+    found = select("which dataframe library?", linked, model=model)
+    # One step only: deploy_day.md's own link to user_role.md is not followed.
+    assert [m.filename for m in found] == ["polars.md", "deploy_day.md"]
+
+
+def test_links_are_followed_for_the_lexical_ranking_too(linked: Path) -> None:
+    found = select("which dataframes library", linked)
+    assert [m.filename for m in found] == ["polars.md", "deploy_day.md"]
+
+
+def test_linked_memories_stay_within_the_limit_and_after_the_chosen(linked: Path) -> None:
+    model = ScriptedModel([selection("polars.md", "unrelated.md")])
+    found = select("which dataframe library?", linked, model=model, limit=2)
+    assert [m.filename for m in found] == ["polars.md", "unrelated.md"]
+
+
+def test_links_resolve_by_file_name_and_skip_what_was_surfaced(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    write_memory(root, "a.md", "dataframes use polars", "See [[b]], [[c]] and [[missing]].")
+    write_memory(root, "b.md", "b")
+    write_memory(root, "c.md", "c")
+    model = ScriptedModel([selection("a.md")])
+    found = select("which dataframe library?", root, model=model, already_surfaced={"b.md"})
+    assert [m.filename for m in found] == ["a.md", "c.md"]
+
+
+def test_links_are_not_followed_when_asked_not_to(linked: Path) -> None:
+    model = ScriptedModel([selection("polars.md")])
+    found = select("which dataframe library?", linked, model=model, follow_links=False)
+    assert [m.filename for m in found] == ["polars.md"]
+
+
+def test_prompt_shows_the_current_layout_and_links(tmp_path: Path) -> None:
+    text = memory_prompt(tmp_path)
+    assert "metadata:\n  type: <user | feedback | project | reference>" in text
+    assert "[[name]]" in text
+    old = memory_prompt(tmp_path, format="2.1.88")
+    assert "\ntype: <user | feedback | project | reference>\n" in old
+    assert "[[name]]" not in old
+    with pytest.raises(UsageError):
+        memory_prompt(tmp_path, format="v3")  # type: ignore[arg-type]

@@ -11,26 +11,29 @@ A virtual path is checked twice: lexically (it must be ``/memories`` or below it
 mapped real path must resolve inside the directory the way the operating system would
 (:meth:`~memdir.store.MemoryDir.is_memory_path`: symlinks followed, failing closed). Writes
 are atomic, made under the file's lock, and judged on their final text by
-:func:`~memdir.permissions.memory_write_guard`, so no credential reaches ``team/``.
+:func:`~memdir.permissions.memory_write_guard`, so no credential reaches ``team/``. A
+Markdown file with frontmatter is stored as Claude Code stores it (see
+:class:`~memdir.tools.MemoryFiles`), so a memory is the same whichever tool saved it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import os
 import posixpath
 import re
 import shutil
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from memdir.errors import StoreError
 from memdir.permissions import PermissionDecision, memory_write_guard
-from memdir.store import MemoryDir, atomic_write, file_lock
-from memdir.tools._base import ToolContext, ToolError, ToolOutput
+from memdir.store import MemoryDir, MemoryFormat, atomic_write, file_lock
+from memdir.tools._base import MemoryFiles, ToolContext, ToolError, ToolOutput
 
 __all__ = ["MEMORY_TOOL_TYPE", "VIRTUAL_ROOT", "MemoryTool", "memory_tool_decision"]
 
@@ -133,6 +136,17 @@ def _read_text(real: Path, virtual: str) -> str:
         raise ToolError(f"{virtual} is not UTF-8 text") from None
 
 
+def _header_lines(text: str) -> int:
+    """How many lines the frontmatter (fences included) takes; 0 without one."""
+    lines = text.split("\n")
+    if not lines or lines[0].rstrip() != "---":
+        return 0
+    for number, line in enumerate(lines[1:], 2):
+        if line.rstrip() == "---":
+            return number
+    return 0
+
+
 def _require_file(real: Path, virtual: str) -> None:
     if not os.path.lexists(real):
         raise ToolError(f"{virtual} does not exist")
@@ -145,6 +159,12 @@ class MemoryTool:
 
     ``allow_private_secrets`` lets a credential be written outside ``team/``; under
     ``team/``, shared with collaborators, one is always refused.
+
+    Memory files are stored the way the run's :class:`~memdir.tools.ToolContext` says
+    (its ``memory_files``), the same rule Write and Edit follow. Without one, ``format``
+    decides: ``"current"`` stores them in Claude Code's current layout, stamped with the
+    time (``clock``) and ``session_id`` when known; ``"2.1.88"`` or ``None`` (the
+    default) stores them exactly as written.
     """
 
     name = "memory"
@@ -154,12 +174,21 @@ class MemoryTool:
         memory_dir: MemoryDir | str | os.PathLike[str],
         *,
         allow_private_secrets: bool = False,
+        format: MemoryFormat | None = None,
+        session_id: str | None = None,
+        clock: Callable[[], datetime.datetime] | None = None,
     ) -> None:
         self.memory_dir = _as_memory_dir(memory_dir)
         """Where the ``/memories`` files really live."""
         self._guard = memory_write_guard(
             self.memory_dir, allow_private_secrets=allow_private_secrets
         )
+        self._files: MemoryFiles | None = None
+        if format is not None:
+            timing = {} if clock is None else {"clock": clock}
+            self._files = MemoryFiles(
+                memory_dir=self.memory_dir, format=format, session_id=session_id, **timing
+            )
 
     def definition(self) -> dict[str, Any]:
         """The tool entry for ``tools=[...]``: the API supplies its schema and description."""
@@ -184,6 +213,11 @@ class MemoryTool:
         return result
 
     # Each command runs in a worker thread: the filesystem calls below block.
+
+    def _prepare(self, real: Path, text: str, context: ToolContext) -> str:
+        """The text to store at ``real``: a memory file stamped as Claude Code does."""
+        files = context.memory_files if context.memory_files is not None else self._files
+        return text if files is None else files.prepare(real, text)
 
     def _check(self, real: Path, text: str, context: ToolContext) -> None:
         """Refuse a write whose final text may not be stored at ``real``."""
@@ -248,7 +282,7 @@ class MemoryTool:
 
     def _create(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
         virtual, real = _map_path(self.memory_dir, tool_input.get("path"), allow_root=False)
-        text = _arg(tool_input, "file_text", str)
+        text = self._prepare(real, _arg(tool_input, "file_text", str), context)
         # Checked before the lock, which creates the parent folders: a refusal leaves none.
         self._check(real, text, context)
         exists = (
@@ -279,10 +313,14 @@ class MemoryTool:
                     where = " (lines " + ", ".join(str(text.count("\n", 0, s) + 1) for s in starts)
                     where += "); include more context to make it unique"
                 raise ToolError(f"old_str occurs {count} times in {virtual}, not once{where}")
-            updated = text.replace(old, new, 1)
+            replaced = text.replace(old, new, 1)
+            updated = self._prepare(real, replaced, context)
             self._check(real, updated, context)
             atomic_write(real, updated)
         line = text.count("\n", 0, text.index(old))
+        if updated != replaced and line >= _header_lines(replaced):
+            # Stamping rewrote the frontmatter above the edit: follow it down (or up).
+            line += len(_lines(updated)) - len(_lines(replaced))
         lines = _lines(updated)
         start = max(0, line - _SNIPPET_CONTEXT)
         end = line + new.count("\n") + 1 + _SNIPPET_CONTEXT
@@ -302,6 +340,7 @@ class MemoryTool:
                     f"to {len(lines)} (after the last line)"
                 )
             updated = "\n".join([*lines[:after], *added, *lines[after:]]) + "\n"
+            updated = self._prepare(real, updated, context)
             self._check(real, updated, context)
             atomic_write(real, updated)
         where = "at the top" if after == 0 else f"after line {after}"

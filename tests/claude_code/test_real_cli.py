@@ -132,3 +132,48 @@ def test_memdir_loads_the_cli_transcript(write_run: CliRun) -> None:
     assert isinstance(done, ToolResultBlock)
     assert done.tool_use_id == write.id
     assert answer.text == "Saved."
+
+
+# --- a memory memdir wrote, then the CLI's agent edits ------------------------------------
+
+MEMDIR_WROTE = format_memory_file(
+    name="Deploys go out on Thursdays",
+    description="Release train: Thursdays, 10:00 UTC",
+    type="project",
+    body="The release train leaves on Thursdays.\n\n**Why:** QA signs off on Wednesdays.",
+    origin_session_id="3f2c9a4e-7b1d-4c8e-9a55-1d2e3f4a5b6c",
+    modified="2026-12-01T09:30:00.000Z",
+)
+
+
+def _rewrite_then_confirm(body: dict[str, Any]) -> Reply:
+    """Turn 1: Write the memory file again with the same text; turn 2: say so."""
+    if any(
+        block.get("type") == "tool_result"
+        for message in body["messages"]
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+    ):
+        return "Done."
+    folder = memory_dir_in(body, Path("/"))
+    assert folder is not None
+    write = ToolUseBlock(
+        id="toolu_rewrite_1",
+        name="Write",
+        input={"file_path": str(folder / "deploys.md"), "content": MEMDIR_WROTE},
+    )
+    return Message(role="assistant", content=(write,))
+
+
+def test_a_memory_memdir_wrote_changes_only_its_stamp_when_the_cli_rewrites_it(
+    claude_cli: ClaudeCli,
+) -> None:
+    folder = MemoryDir(default_memory_dir(claude_cli.project, env=claude_cli.env()))
+    folder.write("deploys.md", MEMDIR_WROTE)
+
+    claude_cli.run("Keep the deploy memory as it is.", replies=_rewrite_then_confirm)
+
+    after = (folder.root / "deploys.md").read_text(encoding="utf-8")
+    stamp = re.compile(r"^  modified: .*$", re.M)
+    assert after != MEMDIR_WROTE  # the CLI did write it: a new stamp
+    assert stamp.sub("  modified: *", after) == stamp.sub("  modified: *", MEMDIR_WROTE)

@@ -12,6 +12,7 @@ from memdir.dream import (
     LOCK_NAME,
     AutoDream,
     DreamConfig,
+    build_consolidation_prompt,
     last_consolidated_at,
     record_consolidation,
     try_acquire,
@@ -19,7 +20,14 @@ from memdir.dream import (
 from memdir.errors import ModelError
 from memdir.extract import MemorySaved
 from memdir.messages import Message, ToolUseBlock
-from memdir.store import MAX_ENTRYPOINT_LINES, MemoryDir, parse_memory_file, truncate_entrypoint
+from memdir.models import OfflineModel
+from memdir.store import (
+    MAX_ENTRYPOINT_LINES,
+    MemoryDir,
+    format_memory_file,
+    parse_memory_file,
+    truncate_entrypoint,
+)
 from memdir.telemetry import Event
 from memdir.testing import ScriptedModel
 
@@ -211,3 +219,141 @@ def test_a_pass_merges_duplicates_drops_contradictions_and_reindexes(tmp_path: P
     prompt = model.requests[0].messages[-1].text
     assert str(memory) in prompt
     assert "MEMORY.md" in prompt
+
+
+# --- the current layout and links -----------------------------------------------------------
+
+SESSION = "3f2c9a4e-7b1d-4c8e-9a55-1d2e3f4a5b6c"
+
+
+def _stamped(memory: Path, name: str, title: str, description: str, body: str) -> None:
+    memory.mkdir(parents=True, exist_ok=True)
+    (memory / name).write_text(
+        format_memory_file(
+            name=title,
+            description=description,
+            type="feedback",
+            body=body,
+            origin_session_id="first-session",
+            modified="2026-01-01T00:00:00.000Z",
+        ),
+        encoding="utf-8",
+    )
+
+
+def test_offline_pass_keeps_links_and_points_them_at_the_merged_memory(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    _stamped(
+        memory,
+        "feedback_polars.md",
+        "Polars first",
+        "Use polars instead of pandas for dataframes",
+        "Use polars, not pandas, for dataframes. See [[testing-policy]].",
+    )
+    _stamped(
+        memory,
+        "feedback_polars_dataframes.md",
+        "Polars for dataframes",
+        "Prefer polars over pandas for dataframes",
+        "Use polars, not pandas, for dataframes.\n\nLazy frames: [[lazy-frames|big files]].",
+    )
+    (memory / "project_etl.md").write_text(
+        "---\nname: ETL rewrite\ndescription: the ETL moves to polars\ntype: project\n---\n\n"
+        "Follows [[polars-for-dataframes]] and [[feedback_polars_dataframes#why]].\n",
+        encoding="utf-8",
+    )
+    dream = AutoDream(memory, OfflineModel(), transcript_dir=None)
+    assert asyncio.run(dream.run(session_id=SESSION))
+
+    assert sorted(p.name for p in memory.glob("*.md")) == [
+        "MEMORY.md",
+        "feedback_polars.md",
+        "project_etl.md",
+    ]
+    kept = parse_memory_file((memory / "feedback_polars.md").read_text(encoding="utf-8"))
+    # The merge keeps both memories' links, and the memory's own stamps.
+    assert kept.links == ("testing-policy", "lazy-frames")
+    assert "[[lazy-frames|big files]]" in kept.body
+    assert kept.origin_session_id == "first-session"
+    assert kept.modified != "2026-01-01T00:00:00.000Z"
+    assert kept.name == "polars-first"
+    etl_text = (memory / "project_etl.md").read_text(encoding="utf-8")
+    etl = parse_memory_file(etl_text)
+    # Links to the retired memory, by name or by file name, now name the one that stayed.
+    assert etl.links == ("polars-first",)
+    assert "[[polars-first#why]]" in etl.body
+    # A rewritten file is stored in the current layout, claimed by the pass's session.
+    assert etl.type == "project"
+    assert etl.origin_session_id == SESSION
+    assert "  node_type: memory\n" in etl_text
+
+
+def test_offline_pass_in_the_2_1_88_format_writes_that_layout(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    for name, description in (
+        ("feedback_polars.md", "Use polars instead of pandas for dataframes"),
+        ("feedback_polars_dataframes.md", "Prefer polars over pandas for dataframes"),
+    ):
+        (memory / name).write_text(
+            format_memory_file(
+                name=name.removesuffix(".md"),
+                description=description,
+                type="feedback",
+                body=f"Use polars. {description}.",
+                format="2.1.88",
+            ),
+            encoding="utf-8",
+        )
+    config = DreamConfig(memory_format="2.1.88")
+    assert asyncio.run(AutoDream(memory, OfflineModel(), config=config).run())
+    text = (memory / "feedback_polars.md").read_text(encoding="utf-8")
+    assert text.startswith("---\nname: feedback_polars\ndescription: ")
+    assert "\ntype: feedback\n---\n" in text
+    assert "metadata" not in text
+
+
+def test_a_model_pass_stores_its_writes_as_claude_code_does(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    _stamped(memory, "polars.md", "Polars", "polars", "Use polars.")
+    merged = "---\nname: Polars only\ndescription: polars\ntype: feedback\n---\n\nPolars.\n"
+    reads = Message(
+        role="assistant",
+        content=(
+            ToolUseBlock(id="r", name="Read", input={"file_path": str(memory / "polars.md")}),
+        ),
+    )
+    writes = Message(
+        role="assistant",
+        content=(
+            ToolUseBlock(
+                id="w1",
+                name="Write",
+                input={"file_path": str(memory / "polars.md"), "content": merged},
+            ),
+            ToolUseBlock(
+                id="w2",
+                name="Write",
+                input={"file_path": str(memory / "new.md"), "content": merged},
+            ),
+        ),
+    )
+    model = ScriptedModel([reads, writes, "Done."])
+    assert asyncio.run(dreamer(tmp_path, model).run(session_id=SESSION))
+    new = parse_memory_file((memory / "new.md").read_text(encoding="utf-8"))
+    assert (new.name, new.type, new.origin_session_id) == ("polars-only", "feedback", SESSION)
+    # The model rewrote a stamped memory without its stamps: a new origin is recorded only
+    # where the memory had none (Claude Code keeps an origin only while the file has it).
+    old = parse_memory_file((memory / "polars.md").read_text(encoding="utf-8"))
+    assert old.name == "polars-only"
+    assert old.origin_session_id == SESSION
+
+
+def test_the_prompt_asks_for_links_and_the_layout(tmp_path: Path) -> None:
+    current = build_consolidation_prompt(str(tmp_path))
+    assert "`[[name]]`" in current
+    assert "change every `[[old-name]]`" in current
+    assert "a `metadata` map holding `type`" in current
+    old = build_consolidation_prompt(str(tmp_path), format="2.1.88")
+    assert "frontmatter with `name`, `description` and `type` (user" in old
+    assert "`[[name]]`" in old

@@ -47,6 +47,7 @@ from memdir.models import Model, ModelRequest, ModelResponse, OfflineModel
 from memdir.state import SessionState, StateFile
 from memdir.store import ENTRYPOINT_NAME, MemoryDir, atomic_write, format_memory_file
 from memdir.testing import FunctionModel
+from memdir.tools import MemoryFiles
 from memdir.transcripts import load_transcript
 
 SESSION = "crash-session"
@@ -114,6 +115,20 @@ class Announcing:
             if text is not None:
                 report("WRITE", relative(self._root, path), digest(text))
         return response
+
+
+_prepare = MemoryFiles.prepare
+
+
+def _announcing_prepare(self: MemoryFiles, path: Path, text: str) -> str:
+    """The text the file tools will store (stamped as Claude Code stamps it), announced
+    before the write: the model's text alone is not what lands on disk."""
+    stored = _prepare(self, path, text)
+    report("WRITE", relative(self.memory_dir.root, path), digest(stored))
+    return stored
+
+
+MemoryFiles.prepare = _announcing_prepare  # type: ignore[method-assign]
 
 
 def notice_for(root: Path) -> Callable[[MemorySaved], None]:

@@ -339,7 +339,9 @@ def _header_lines(text: str) -> str:
 @_SETTINGS
 @given(name=_value, description=_value, kind=_kind, body=_body)
 def test_yaml_special_strings_round_trip(name: str, description: str, kind: Any, body: str) -> None:
-    text = format_memory_file(name=name, description=description, type=kind, body=body)
+    text = format_memory_file(
+        name=name, description=description, type=kind, body=body, format="2.1.88"
+    )
     parsed = parse_memory_file(text)
     assert (parsed.name, parsed.description, parsed.type) == (name, description, kind)
     assert parsed.body == _normalised_body(body)
@@ -358,7 +360,9 @@ def test_yaml_special_strings_round_trip(name: str, description: str, kind: Any,
 def test_crlf_and_bom_copies_read_the_same(
     name: str, description: str, kind: Any, body: str
 ) -> None:
-    text = format_memory_file(name=name, description=description, type=kind, body=body)
+    text = format_memory_file(
+        name=name, description=description, type=kind, body=body, format="2.1.88"
+    )
     windows = "\ufeff" + text.replace("\n", "\r\n")
     parsed = parse_memory_file(windows)
     assert (parsed.name, parsed.description, parsed.type) == (name, description, kind)
@@ -371,12 +375,18 @@ def test_crlf_and_bom_copies_read_the_same(
 def test_rendering_what_was_parsed_gives_the_same_file(
     name: str, description: str, kind: Any, body: str
 ) -> None:
-    text = format_memory_file(name=name, description=description, type=kind, body=body)
+    text = format_memory_file(
+        name=name, description=description, type=kind, body=body, format="2.1.88"
+    )
     parsed = parse_memory_file(text)
     assert parsed.name is not None
     assert parsed.description is not None
     again = format_memory_file(
-        name=parsed.name, description=parsed.description, type=parsed.type, body=parsed.body
+        name=parsed.name,
+        description=parsed.description,
+        type=parsed.type,
+        body=parsed.body,
+        format="2.1.88",
     )
     assert again == text
 
@@ -400,7 +410,9 @@ _extra_value = (
     extra=st.dictionaries(_extra_key, _extra_value, max_size=4),
 )
 def test_extra_fields_round_trip_in_order(name: str, kind: Any, extra: dict[str, Any]) -> None:
-    text = format_memory_file(name=name, description=name, type=kind, body="b", extra=extra)
+    text = format_memory_file(
+        name=name, description=name, type=kind, body="b", extra=extra, format="2.1.88"
+    )
     parsed = parse_memory_file(text)
     main = ["name", "description"] + (["type"] if kind is not None else [])
     assert list(parsed.frontmatter) == main + list(extra)
@@ -425,7 +437,9 @@ def test_the_manifest_reads_back_what_was_written(
     filename: str,
 ) -> None:
     with _scratch(tmp_path_factory) as base:
-        text = format_memory_file(name=name, description=description, type=kind, body=body)
+        text = format_memory_file(
+            name=name, description=description, type=kind, body=body, format="2.1.88"
+        )
         atomic_write(base / filename, text)
         (header,) = scan_memory_files(base)
         assert header.filename == filename

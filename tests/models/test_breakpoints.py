@@ -11,6 +11,7 @@ from memdir.fork import CacheSafeParams
 from memdir.messages import Message, ToolUseBlock
 from memdir.models import AnthropicModel, ModelRequest, RetryPolicy
 from memdir.models._anthropic import MAX_BREAKPOINTS, breakpoint_count
+from memdir.store import memory_slug, parse_memory_file
 from memdir.telemetry import CollectingSink
 from memdir.testing import FakeAnthropicServer, Fault
 
@@ -161,7 +162,7 @@ def test_a_host_with_four_markers_still_gets_its_memories(tmp_path: Path) -> Non
     (run,) = sink.named("extract.run")
     assert run.fields["mode"] == "fork"
     assert run.fields["memories_saved"] == 1
-    assert note.read_text() == content
+    assert same_memory(note.read_text(), content)
 
 
 def test_a_refused_request_says_why(tmp_path: Path) -> None:
@@ -187,3 +188,15 @@ def test_a_refused_request_says_why(tmp_path: Path) -> None:
     assert "HTTP 400" in error.fields["reason"]
     assert "prompt is too long: 210000 tokens" in error.fields["reason"]
     assert "\n" not in error.fields["reason"]
+
+
+def same_memory(stored: str, written: str) -> bool:
+    """Whether ``stored`` is ``written`` as memdir stores it (Claude Code's layout)."""
+    a, b = parse_memory_file(stored), parse_memory_file(written)
+    assert b.name is not None
+    return (a.name, a.description, a.type, a.body) == (
+        memory_slug(b.name),
+        b.description,
+        b.type,
+        b.body,
+    )

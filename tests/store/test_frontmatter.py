@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from memdir.store._frontmatter import (
     MEMORY_TYPES,
     MemoryFile,
     format_memory_file,
+    memory_slug,
     parse_memory_file,
 )
 
@@ -163,10 +163,56 @@ def test_only_a_bare_fence_line_closes() -> None:
 def test_non_string_scalars_are_coerced() -> None:
     text = "---\nname: 2026-03-05\ndescription: 42\ntype: user\nflag: yes\n---\n"
     parsed = parse_memory_file(text)
-    assert parsed.frontmatter["name"] == datetime.date(2026, 3, 5)
+    # YAML 1.2, as Claude Code reads it: a date and "yes" stay text.
+    assert parsed.frontmatter["name"] == "2026-03-05"
+    assert parsed.frontmatter["flag"] == "yes"
     assert parsed.name == "2026-03-05"
     assert parsed.description == "42"
     assert parse_memory_file("---\nname: 1.5\ndescription: true\n---\n").description == "True"
+
+
+@pytest.mark.parametrize(
+    ("value", "read"),
+    [
+        ("1_000", "1_000"),
+        ("1:30", "1:30"),
+        ("0b101", "0b101"),
+        ("on", "on"),
+        ("017", 17),
+        ("09", 9),
+        ("0o17", 15),
+        ("0x1F", 31),
+        ("1e3", 1000.0),
+        ("+.inf", float("inf")),
+        ("~", None),
+        ("TRUE", True),
+        ("<<", "<<"),
+    ],
+)
+def test_plain_scalars_resolve_by_yaml_1_2(value: str, read: object) -> None:
+    parsed = parse_memory_file(f"---\nname: n\nk: {value}\n---\n")
+    assert parsed.frontmatter["k"] == read
+    assert type(parsed.frontmatter["k"]) is type(read)
+    assert not parsed.malformed
+
+
+def test_a_comment_after_a_plain_value_is_part_of_it() -> None:
+    # Claude Code reads a top-level plain value whole; YAML alone would stop at " #".
+    parsed = parse_memory_file("---\nname: n\ndescription: use uv # not pip\nk: #x\n---\n")
+    assert parsed.description == "use uv # not pip"
+    assert parsed.frontmatter["k"] == "#x"
+    assert not parsed.malformed
+    quoted = parse_memory_file('---\ndescription: "kept" # a real comment\n---\n')
+    assert quoted.description == "kept"
+
+
+def test_characters_libyaml_refuses_still_read() -> None:
+    # Claude Code writes U+0080 and U+FFFE raw, and reads "\\ud83d\\ude80" as one emoji.
+    text = '---\nname: n\ndescription: a\x80b\ufffe\nk: "ship \\ud83d\\ude80"\n---\n'
+    parsed = parse_memory_file(text)
+    assert parsed.description == "a\x80b\ufffe"
+    assert parsed.frontmatter["k"] == "ship \U0001f680"
+    assert not parsed.malformed
 
 
 def test_non_scalar_values_read_as_none() -> None:
@@ -176,10 +222,10 @@ def test_non_scalar_values_read_as_none() -> None:
     assert parsed.frontmatter["name"] == ["a", "b"]
 
 
-def test_invalid_date_falls_back_instead_of_crashing() -> None:
+def test_an_impossible_date_is_plain_text() -> None:
     parsed = parse_memory_file("---\nname: 2024-13-45\n---\n")
     assert parsed.name == "2024-13-45"
-    assert parsed.malformed
+    assert not parsed.malformed
 
 
 def test_python_tags_are_not_executed(tmp_path: Path) -> None:
@@ -198,6 +244,35 @@ def test_format_layout() -> None:
         description="Data scientist focused on logging",
         type="user",
         body="The user is a data scientist.",
+        origin_session_id="3f2c9a4e-7b1d-4c8e-9a55-1d2e3f4a5b6c",
+        modified="2026-03-05T14:03:22.120Z",
+    )
+    assert text == (
+        "---\n"
+        "name: user-role\n"
+        "description: Data scientist focused on logging\n"
+        "metadata:\n"
+        "  node_type: memory\n"
+        "  type: user\n"
+        "  originSessionId: 3f2c9a4e-7b1d-4c8e-9a55-1d2e3f4a5b6c\n"
+        "  modified: 2026-03-05T14:03:22.120Z\n"
+        "---\n"
+        "\n"
+        "The user is a data scientist.\n"
+    )
+    parsed = parse_memory_file(text)
+    assert (parsed.name, parsed.type) == ("user-role", "user")
+    assert parsed.origin_session_id == "3f2c9a4e-7b1d-4c8e-9a55-1d2e3f4a5b6c"
+    assert parsed.modified == "2026-03-05T14:03:22.120Z"
+
+
+def test_format_layout_2_1_88() -> None:
+    text = format_memory_file(
+        name="User role",
+        description="Data scientist focused on logging",
+        type="user",
+        body="The user is a data scientist.",
+        format="2.1.88",
     )
     assert text == (
         "---\n"
@@ -212,13 +287,45 @@ def test_format_layout() -> None:
 
 def test_format_without_type_and_with_extra() -> None:
     text = format_memory_file(
-        name="n", description="d", type=None, body="b\n\n\n", extra={"tags": ["x"], "n": "yes"}
+        name="n",
+        description="d",
+        type=None,
+        body="b\n\n\n",
+        extra={"tags": ["x"], "n": "yes", "gone": None},
+    )
+    assert text == (
+        '---\nname: "n"\ndescription: d\nmetadata:\n  node_type: memory\n  tags:\n    - x\n'
+        '  "n": "yes"\n---\n\nb\n'
+    )
+    parsed = parse_memory_file(text)
+    assert parsed.type is None
+    assert parsed.metadata["n"] == "yes"
+    assert "gone" not in parsed.metadata
+    assert not parsed.malformed
+
+
+def test_format_without_type_and_with_extra_2_1_88() -> None:
+    text = format_memory_file(
+        name="n",
+        description="d",
+        type=None,
+        body="b\n\n\n",
+        extra={"tags": ["x"], "n": "yes"},
+        format="2.1.88",
     )
     assert text == "---\nname: n\ndescription: d\ntags:\n- x\nn: 'yes'\n---\n\nb\n"
     parsed = parse_memory_file(text)
     assert parsed.type is None
     assert parsed.frontmatter["n"] == "yes"
     assert not parsed.malformed
+
+
+def test_2_1_88_quotes_what_yaml_1_2_would_read_otherwise() -> None:
+    # Plain text under PyYAML's YAML 1.1, a number under YAML 1.2: written quoted.
+    text = format_memory_file(name="1e3", description="0o17", type=None, body="", format="2.1.88")
+    assert text == '---\nname: "1e3"\ndescription: "0o17"\n---\n\n'
+    parsed = parse_memory_file(text)
+    assert (parsed.name, parsed.description) == ("1e3", "0o17")
 
 
 def test_format_rejects_unknown_type_and_clashing_extra() -> None:
@@ -228,6 +335,11 @@ def test_format_rejects_unknown_type_and_clashing_extra() -> None:
         format_memory_file(name="n", description="d", type=None, body="", extra={"name": "x"})
     with pytest.raises(UsageError):
         format_memory_file(name="n", description="d", type=None, body="", extra={"o": object()})
+    for key in ("node_type", "metadata"):
+        with pytest.raises(UsageError):
+            format_memory_file(name="n", description="d", type=None, body="", extra={key: "x"})
+    with pytest.raises(UsageError):
+        format_memory_file(name="n", description="d", type=None, body="", format="v3")  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -258,6 +370,15 @@ class Tricky:
 def test_tricky_strings_round_trip(case: Tricky) -> None:
     text = format_memory_file(name=case.value, description=case.value, type="project", body="b")
     parsed = parse_memory_file(text)
+    assert parsed.name == memory_slug(case.value)
+    # An empty description is left out, as Claude Code leaves it out.
+    assert parsed.description == (case.value or None)
+    assert parsed.type == "project"
+    assert not parsed.malformed
+    old = format_memory_file(
+        name=case.value, description=case.value, type="project", body="b", format="2.1.88"
+    )
+    parsed = parse_memory_file(old)
     assert parsed.name == case.value
     assert parsed.description == case.value
     assert not parsed.malformed
@@ -298,6 +419,36 @@ def test_format_then_parse_round_trips(
         description=description,
         type=kind,  # type: ignore[arg-type]
         body=body,
+        origin_session_id=description,
+        modified=name,
+    )
+    parsed = parse_memory_file(text)
+    assert parsed.name == memory_slug(name)
+    assert parsed.description == (description or None)
+    assert parsed.type == kind
+    assert parsed.metadata["originSessionId"] == description
+    assert parsed.metadata["modified"] == name
+    assert parsed.body == _normalised(body)
+    assert not parsed.malformed
+    assert text.endswith("\n")
+
+
+@settings(deadline=None)
+@given(
+    name=_TEXT,
+    description=_TEXT,
+    kind=st.none() | st.sampled_from(MEMORY_TYPES),
+    body=_TEXT,
+)
+def test_format_then_parse_round_trips_2_1_88(
+    name: str, description: str, kind: str | None, body: str
+) -> None:
+    text = format_memory_file(
+        name=name,
+        description=description,
+        type=kind,  # type: ignore[arg-type]
+        body=body,
+        format="2.1.88",
     )
     parsed = parse_memory_file(text)
     assert parsed.name == name

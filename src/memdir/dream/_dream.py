@@ -6,6 +6,10 @@ sessions touched since the last pass (the current one excluded), and the lock. T
 memory agent runs with the consolidation prompt — inside the host's prompt cache when
 the host passes its request, standalone otherwise — with the same gate as extraction and
 no cap on its turns. A failure rolls the lock's time back, so the next chance comes soon.
+
+The files it rewrites are stored as Claude Code stores them (``DreamConfig.memory_format``,
+see :class:`~memdir.tools.MemoryFiles`): a stamped memory keeps its ``originSessionId``
+and gets a new ``modified``; a new one is attributed to the current session when known.
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ from memdir.fork import CacheSafeParams, run_forked_agent
 from memdir.messages import Message
 from memdir.models import Model
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
-from memdir.store import ENTRYPOINT_NAME, MemoryDir
+from memdir.store import ENTRYPOINT_NAME, MemoryDir, MemoryFormat
 from memdir.telemetry import Sink, emit
-from memdir.tools import ToolContext, builtin_tools
+from memdir.tools import MemoryFiles, ToolContext, builtin_tools
 
 __all__ = ["AutoDream", "DreamConfig", "sessions_touched_since"]
 
@@ -42,6 +46,10 @@ class DreamConfig:
     pass on every turn while too few sessions have been touched)."""
     enabled: bool = True
     """When False, :meth:`AutoDream.maybe_run` never runs."""
+    memory_format: MemoryFormat = "current"
+    """The frontmatter layout the pass keeps memories in: ``current`` (Claude Code
+    2.1.332's, which Write and Edit then stamp) or ``2.1.88`` (the older one, files
+    stored as written)."""
 
 
 def sessions_touched_since(
@@ -114,14 +122,28 @@ class AutoDream:
         sessions = sessions_touched_since(self.transcript_dir, last, exclude=current_session)
         if len(sessions) < self.config.min_sessions:
             return False
-        return await self._consolidate(turn, sessions, notify, hours_since=(now - last) / 3600)
+        return await self._consolidate(
+            turn, sessions, notify, hours_since=(now - last) / 3600, session_id=current_session
+        )
 
-    async def run(self, turn: TurnContext | None = None, *, notify: Notify | None = None) -> bool:
-        """Consolidate now, whatever the time and session gates say (the lock still holds)."""
+    async def run(
+        self,
+        turn: TurnContext | None = None,
+        *,
+        notify: Notify | None = None,
+        session_id: str | None = None,
+    ) -> bool:
+        """Consolidate now, whatever the time and session gates say (the lock still holds).
+
+        ``session_id`` is the session the pass runs in, recorded as the origin of any
+        memory file it creates; ``None`` when there is none.
+        """
         last = last_consolidated_at(self.memory_dir)
         sessions = sessions_touched_since(self.transcript_dir, last)
         hours = (time.time() - last) / 3600 if last else 0.0
-        return await self._consolidate(turn, sessions, notify, hours_since=hours)
+        return await self._consolidate(
+            turn, sessions, notify, hours_since=hours, session_id=session_id
+        )
 
     async def _consolidate(
         self,
@@ -130,6 +152,7 @@ class AutoDream:
         notify: Notify | None,
         *,
         hours_since: float,
+        session_id: str | None,
     ) -> bool:
         md = self.memory_dir
         prior = try_acquire(md)
@@ -146,6 +169,7 @@ class AutoDream:
             str(md.root),
             str(self.transcript_dir) if self.transcript_dir else None,
             session_ids=sessions,
+            format=self.config.memory_format,
         )
         cwd = (turn.cwd if turn is not None else None) or os.getcwd()
         tools = builtin_tools(cwd)
@@ -165,7 +189,12 @@ class AutoDream:
                 tools=tools,
                 can_use_tool=auto_mem_can_use_tool(md, cwd=cwd, sink=self.sink),
                 max_turns=None,
-                context=ToolContext(write_guard=memory_write_guard(md)),
+                context=ToolContext(
+                    write_guard=memory_write_guard(md),
+                    memory_files=MemoryFiles(
+                        memory_dir=md, format=self.config.memory_format, session_id=session_id
+                    ),
+                ),
             )
         except Exception as exc:
             release_failed(md, prior)

@@ -4,9 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memdir.store import MAX_ENTRYPOINT_CHARS, MAX_ENTRYPOINT_LINES
+from memdir.errors import UsageError
+from memdir.store import MAX_ENTRYPOINT_CHARS, MAX_ENTRYPOINT_LINES, MEMORY_FORMATS, MemoryFormat
 
 __all__ = ["build_consolidation_prompt"]
+
+_FORMATS: dict[MemoryFormat, str] = {
+    "current": (
+        "Keep the format: frontmatter with `name` (short, in kebab-case), `description`, "
+        "and a `metadata` map holding `type` (user, feedback, project or reference) and "
+        "whatever else the file already has there (keep `originSessionId` as it is), "
+        "then the body."
+    ),
+    "2.1.88": (
+        "Keep the format: frontmatter with `name`, `description` and `type` (user, "
+        "feedback, project or reference), then the body."
+    ),
+}
 
 
 def build_consolidation_prompt(
@@ -14,12 +28,17 @@ def build_consolidation_prompt(
     transcript_dir: str | None = None,
     *,
     session_ids: Sequence[str] = (),
+    format: MemoryFormat = "current",
 ) -> str:
     """The instructions for one consolidation pass over ``memory_dir``.
 
     ``transcript_dir`` holds the session transcripts the pass may search (narrowly);
-    ``session_ids`` names the sessions touched since the last pass.
+    ``session_ids`` names the sessions touched since the last pass; ``format`` is the
+    frontmatter layout the memories are kept in. Either way the pass is told to keep the
+    ``[[name]]`` links between memories working through its merges and renames.
     """
+    if format not in MEMORY_FORMATS:
+        raise UsageError(f"unknown memory format {format!r}; expected one of {MEMORY_FORMATS}")
     sessions = ""
     if transcript_dir:
         listed = ", ".join(session_ids) if session_ids else "the recent ones"
@@ -55,9 +74,12 @@ what each adds) and retire the others.
 - Where two memories contradict each other, keep the one the evidence supports (the newer \
 one, unless a session shows otherwise) and drop the other fact.
 - Rewrite relative dates as absolute dates (YYYY-MM-DD).
-- Keep the format: frontmatter with `name`, `description` and `type` (user, feedback, \
-project or reference), then the body; feedback and project bodies end with a `**Why:**` \
-and a `**How to apply:**` line.
+- {_FORMATS[format]} Feedback and project bodies end with a `**Why:**` and a \
+`**How to apply:**` line.
+- Memories refer to each other as `[[name]]`, by the other memory's `name`. Keep these \
+links: a merged file keeps the links of both memories, and when a memory is merged into \
+another or gets a new `name`, change every `[[old-name]]` in the other files to the name \
+that remains. A link to a memory that does not exist yet is fine; leave it.
 - Never write a secret (key, token, password) into any file.
 
 ## 4. Prune and re-index

@@ -36,7 +36,7 @@ from memdir.models import Model
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
 from memdir.store import ENTRYPOINT_NAME, MemoryDir, format_manifest
 from memdir.telemetry import Sink
-from memdir.tools import FileStamp, Tool, ToolContext, builtin_tools
+from memdir.tools import FileStamp, MemoryFiles, Tool, ToolContext, builtin_tools
 
 __all__ = ["RunOutcome", "Runner"]
 
@@ -219,7 +219,10 @@ class Runner:
         context = ToolContext(
             write_guard=memory_write_guard(
                 md, allow_private_secrets=self._config.allow_private_secrets
-            )
+            ),
+            memory_files=MemoryFiles(
+                memory_dir=md, format=self._config.memory_format, session_id=turn.session_id
+            ),
         )
         for index in indexes:
             if index.stamp is not None:

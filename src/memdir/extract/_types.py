@@ -11,6 +11,7 @@ from memdir.cost import Prices
 from memdir.extract._planner import Mode
 from memdir.fork import CacheSafeParams
 from memdir.messages import Message
+from memdir.store import MemoryFormat
 
 __all__ = ["ExtractConfig", "MemorySaved", "Notify", "TurnContext"]
 
@@ -39,6 +40,11 @@ class ExtractConfig:
     the host's prompt cache) and memdir's own standalone request, by the estimate of
     both; ``fork``: always the fork when the host passed its request (and it fits the
     model); ``standalone``: never the fork."""
+    memory_format: MemoryFormat = "current"
+    """How memory files are stored. ``current``: as Claude Code 2.1.332 writes them (slug
+    ``name``, ``metadata`` with ``type``, ``originSessionId`` and ``modified``), so a
+    file is the same whoever wrote it; ``2.1.88``: exactly as the memory agent wrote
+    them (top-level ``name``, ``description``, ``type``)."""
     prices: Mapping[str, Prices] = field(default_factory=dict)
     """Prices that override :data:`memdir.cost.MODEL_FAMILIES`, by model name, spec
     (``openai:gpt-4o``) or a prefix of either; the longest key that matches wins."""

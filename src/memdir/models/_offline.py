@@ -38,6 +38,7 @@ from memdir.models._offline_text import clip, mentions, similarity
 from memdir.models._types import ModelRequest, ModelResponse, Usage
 from memdir.store import (
     ENTRYPOINT_NAME,
+    MemoryFormat,
     contains_secret,
     format_memory_file,
     parse_memory_file,
@@ -79,10 +80,17 @@ class OfflineModel:
     skipping questions and anything holding a credential. ``today`` fixes the date that
     relative dates are read from when a message has no timestamp (default: the newest
     message timestamp in the request, else the current date).
+
+    Memory files are written in the frontmatter layout ``format`` names; by default, in
+    the one the extraction prompt's example shows, as a model would (Claude Code's
+    current layout when it shows none). The stamps ``originSessionId`` and ``modified``
+    are left to the Write tool, which knows the session and the time (see
+    :class:`~memdir.tools.MemoryFiles`); an existing file's are carried over.
     """
 
-    def __init__(self, today: date | None = None) -> None:
+    def __init__(self, today: date | None = None, *, format: MemoryFormat | None = None) -> None:
         self._today = today
+        self._format = format
 
     @property
     def name(self) -> str:
@@ -119,7 +127,8 @@ class OfflineModel:
             calls = [("Read", {"file_path": path}) for path in reads]
             return _respond(request, "", calls, first_id)
         # Second turn, or a first one with nothing to read (only new files).
-        writes = _writes(prompt, targets, {**shown, **read_results(own)})
+        layout = self._format or prompt.format or "current"
+        writes = _writes(prompt, targets, {**shown, **read_results(own)}, layout)
         if not writes:
             return _respond(request, "Nothing new to save: it is all in memory already.")
         calls = [("Write", {"file_path": path, "content": text}) for path, text in writes]
@@ -227,10 +236,9 @@ def _norm(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
 
 
-def _updated(old: str | None, target: _Target) -> str | None:
+def _updated(old: str | None, target: _Target, layout: MemoryFormat) -> str | None:
     """The file's new text (``""`` when nothing is left), or ``None`` to leave it alone."""
     parsed = parse_memory_file(old) if old and old.strip() else None
-    front = dict(parsed.frontmatter) if parsed is not None else {}
     name = parsed.name if parsed is not None else None
     description = parsed.description if parsed is not None else None
     kind = parsed.type if parsed is not None else None
@@ -254,7 +262,8 @@ def _updated(old: str | None, target: _Target) -> str | None:
         return None
     if not entries:
         return ""
-    extra = {k: v for k, v in front.items() if k not in ("name", "description", "type")}
+    # Everything else the file held, its stamps included, in the layout being written.
+    extra = dict(parsed.extra_metadata) if parsed is not None else {}
     first = target.candidates[0] if target.candidates else None
     try:
         return format_memory_file(
@@ -263,14 +272,17 @@ def _updated(old: str | None, target: _Target) -> str | None:
             type=kind or (first.type if first else None),
             body="\n\n".join(entries),
             extra=extra,
+            format=layout,
         )
     except UsageError:  # frontmatter that cannot be written back: leave the file as it is
         return None
 
 
-def _pointer(text: str, link: str) -> str:
+def _pointer(text: str, link: str, title: str | None = None) -> str:
+    """The index line for the memory ``text`` at ``link``; ``title`` overrides its name."""
     parsed = parse_memory_file(text)
-    title = clip((parsed.name or link).replace("[", "(").replace("]", ")"), 60)
+    shown = title or parsed.name or link
+    title = clip(shown.replace("[", "(").replace("]", ")"), 60)
     head = f"- [{title}]({link})"
     room = _INDEX_LINE_MAX - len(head) - 3
     hook = clip(parsed.description or "", room) if room > 10 else ""
@@ -301,7 +313,10 @@ def _index(old: str, pointers: Mapping[str, str | None], refresh: set[str]) -> s
 
 
 def _writes(
-    prompt: ExtractionPrompt, targets: Sequence[_Target], contents: Mapping[str, str | None]
+    prompt: ExtractionPrompt,
+    targets: Sequence[_Target],
+    contents: Mapping[str, str | None],
+    layout: MemoryFormat,
 ) -> list[tuple[str, str]]:
     writes: list[tuple[str, str]] = []
     pointers: dict[str, dict[str, str | None]] = {}
@@ -310,14 +325,16 @@ def _writes(
         if target.existing and target.path not in contents:
             continue  # not read, so not writable; the next run tries again
         old = contents.get(target.path)
-        new = _updated(old, target)
+        new = _updated(old, target, layout)
         if new is not None and contains_secret(new):
             continue  # the gate would refuse it; never try to store a credential
         if new is not None and new != (old or ""):
             writes.append((target.path, new))
             refresh.add(target.path)
         final = new if new is not None else (old or "")
-        line = _pointer(final, target.link) if final.strip() else None
+        # A new memory's index line shows its name as said, not the slug the file keeps.
+        title = target.candidates[0].name if target.candidates and not target.existing else None
+        line = _pointer(final, target.link, title) if final.strip() else None
         pointers.setdefault(target.root, {})[target.link] = line
     if not writes or not prompt.index:
         return writes

@@ -9,7 +9,13 @@ files empty, merged files whole, the index), then a one-line summary. The rules:
 - near duplicates (same ``type``, similar descriptions or bodies): the first file stays and
   takes the other's body lines it lacks, the other is written empty;
 - the index keeps its other lines and the pointers of the files that remain, drops those of
-  files gone or retired, and gains one for each file that had none.
+  files gone or retired, and gains one for each file that had none;
+- ``[[name]]`` links survive: a merged file keeps the links of both memories (they are in
+  the body lines it takes), and a link to a retired memory, by its name or its file name,
+  is pointed at the memory that absorbed it, in every file that remains.
+
+Merged files are written in the frontmatter layout the prompt describes (Claude Code's
+current one unless it names the 2.1.88 one), keeping whatever else their frontmatter held.
 """
 
 from __future__ import annotations
@@ -27,9 +33,12 @@ from memdir.store import (
     ENTRYPOINT_NAME,
     MAX_ENTRYPOINT_LINES,
     MemoryFile,
+    MemoryFormat,
     contains_secret,
     format_memory_file,
+    memory_slug,
     parse_memory_file,
+    replace_links,
 )
 
 __all__ = ["DreamAnswer", "answer_consolidation"]
@@ -38,6 +47,8 @@ _OPENER = re.compile(
     r"^# Memory consolidation\n\nYou are tidying the memory directory `([^`\n]+)`", re.M
 )
 _POINTER = re.compile(r"^\s*[-*]\s*\[[^\]]*\]\(([^)\s]+)\)")
+# How memdir's consolidation prompt names the layouts (memdir.dream._prompt).
+_OLD_LAYOUT = re.compile(r"frontmatter with `name`, `description` and `type` \(user")
 _LINE_MAX = 149  # index lines stay under 150 characters
 _TRUNCATED = "(more results truncated"
 
@@ -72,8 +83,9 @@ def answer_consolidation(messages: Sequence[Message]) -> DreamAnswer | None:
         return None
     own = messages[at + 1 :]
     first_id = 1 + sum(len(m.tool_uses) for m in own)
+    layout: MemoryFormat = "2.1.88" if _OLD_LAYOUT.search(messages[at].text) else "current"
     try:
-        text, calls = _turn(match.group(1), own)
+        text, calls = _turn(match.group(1), own, layout)
     except (ValueError, TypeError, KeyError, AttributeError, UsageError) as exc:
         return DreamAnswer(f"Left the memory directory as it was ({type(exc).__name__}).")
     return DreamAnswer(text, tuple(calls), first_id)
@@ -87,7 +99,7 @@ def _prompt_at(messages: Sequence[Message]) -> int:
     return -1
 
 
-def _turn(memory_dir: str, own: Sequence[Message]) -> tuple[str, list[_Call]]:
+def _turn(memory_dir: str, own: Sequence[Message], layout: MemoryFormat) -> tuple[str, list[_Call]]:
     asked = [i for i, m in enumerate(own) if m.role == "assistant"]
     if not asked:
         return "", [("Glob", {"pattern": "**/*.md", "path": memory_dir})]
@@ -98,7 +110,7 @@ def _turn(memory_dir: str, own: Sequence[Message]) -> tuple[str, list[_Call]]:
     if names == {"Glob"}:
         return _reads(memory_dir, pair)
     if names == {"Read"}:
-        return _decide(memory_dir, pair)
+        return _decide(memory_dir, pair, layout)
     if "Write" in names:
         return _summary(memory_dir, pair), []
     return "Nothing to consolidate.", []
@@ -133,7 +145,7 @@ def _same(text: str) -> str:
     return " ".join(text.split())
 
 
-def _merge(keeper: _Memory, other: _Memory) -> bool:
+def _merge(keeper: _Memory, other: _Memory, layout: MemoryFormat) -> bool:
     """Append ``other``'s body lines that ``keeper`` lacks; ``False`` when it cannot."""
     parsed = keeper.parsed
     if parsed is None:
@@ -142,16 +154,14 @@ def _merge(keeper: _Memory, other: _Memory) -> bool:
     lacking = [ln for ln in other.body.splitlines() if ln.strip() and _same(ln) not in have]
     body = keeper.body.rstrip() + "\n\n" + "\n".join(lacking) if lacking else keeper.body
     if lacking:
-        extra = {
-            k: v for k, v in parsed.frontmatter.items() if k not in ("name", "description", "type")
-        }
         try:
             text = format_memory_file(
                 name=parsed.name or keeper.link.removesuffix(".md"),
                 description=parsed.description or "",
                 type=parsed.type,
                 body=body,
-                extra=extra,
+                extra=parsed.extra_metadata,
+                format=layout,
             )
         except UsageError:
             return False
@@ -209,7 +219,37 @@ def _index(old: str, remaining: Sequence[_Memory]) -> str:
     return f"{text}\n" if text else ""
 
 
-def _decide(memory_dir: str, pair: Sequence[Message]) -> tuple[str, list[_Call]]:
+def _link_names(memory: _Memory) -> list[str]:
+    """The names a ``[[link]]`` may call ``memory`` by: its ``name``, then its file name."""
+    stem = os.path.basename(memory.link).removesuffix(".md")
+    named = memory.parsed.name if memory.parsed is not None else None
+    return [slug for slug in (memory_slug(named or ""), memory_slug(stem)) if slug]
+
+
+def _relink(memories: Sequence[_Memory], remaining: Sequence[_Memory]) -> None:
+    """Point links to retired memories at the memory that absorbed each of them."""
+    by_link = {m.link: m for m in memories}
+    renames: dict[str, str] = {}
+    for keeper in remaining:
+        names = _link_names(keeper)
+        for absorbed in keeper.absorbed:
+            for old in _link_names(by_link[absorbed]):
+                if names and old not in names:
+                    renames.setdefault(old, names[0])
+    if not renames:
+        return
+    for memory in remaining:
+        current = memory.new_text or memory.text
+        if current is None:
+            continue  # not read whole: left exactly as it is
+        relinked = replace_links(current, renames)
+        if relinked != current and not contains_secret(relinked):
+            memory.new_text = relinked
+
+
+def _decide(
+    memory_dir: str, pair: Sequence[Message], layout: MemoryFormat
+) -> tuple[str, list[_Call]]:
     contents = read_results(pair)
     index_path = os.path.join(memory_dir, ENTRYPOINT_NAME)
     memories: list[_Memory] = []
@@ -243,9 +283,10 @@ def _decide(memory_dir: str, pair: Sequence[Message]) -> tuple[str, list[_Call]]
         for other in memories[i + 1 :]:
             if other in retired or other.parsed is None or not other.body.strip():
                 continue
-            if _near(keeper.parsed, other.parsed) and _merge(keeper, other):
+            if _near(keeper.parsed, other.parsed) and _merge(keeper, other, layout):
                 retired.append(other)
     remaining = [m for m in memories if m not in retired]
+    _relink(memories, remaining)
     calls: list[_Call] = [
         ("Write", {"file_path": m.path, "content": m.new_text})
         for m in remaining

@@ -14,12 +14,15 @@ import os
 from pathlib import Path
 from typing import TypeAlias
 
+from memdir.errors import UsageError
 from memdir.messages import Message
 from memdir.store import (
     ENTRYPOINT_NAME,
     MAX_ENTRYPOINT_LINES,
+    MEMORY_FORMATS,
     TEAM_DIR_NAME,
     MemoryDir,
+    MemoryFormat,
     strip_entrypoint_noise,
     truncate_entrypoint,
 )
@@ -44,23 +47,33 @@ def as_memory_dir(memory_dir: MemoryDirLike) -> MemoryDir:
     return memory_dir if isinstance(memory_dir, MemoryDir) else MemoryDir(memory_dir)
 
 
-def memory_prompt(memory_dir: MemoryDirLike, team: bool = False, skip_index: bool = False) -> str:
+def memory_prompt(
+    memory_dir: MemoryDirLike,
+    team: bool = False,
+    skip_index: bool = False,
+    *,
+    format: MemoryFormat = "current",
+) -> str:
     """The memory section for the main agent's system prompt.
 
     It says where memory lives (with ``team``: the private directory and the shared
     ``team/`` folder), the four memory types and when each is worth saving, how to save
-    one (with ``skip_index``: a file only, no ``MEMORY.md`` pointer), what never to save,
-    when to look, and why a memory must be checked before it is acted on.
+    one (with ``skip_index``: a file only, no ``MEMORY.md`` pointer; the frontmatter in
+    the layout ``format`` names, with ``[[name]]`` links between memories in the current
+    one), what never to save, when to look, and why a memory must be checked before it
+    is acted on.
 
     The text holds no date, count or anything else read from the disk: the same arguments
     always give the same string, so the section can sit in a cached prompt prefix. It
     holds instructions only; the index is sent by :func:`memory_reminder`.
     """
+    if format not in MEMORY_FORMATS:
+        raise UsageError(f"unknown memory format {format!r}; expected one of {MEMORY_FORMATS}")
     md = as_memory_dir(memory_dir)
     sections = [
         _where(md, team),
         _types(team),
-        _how_to_save(team, skip_index),
+        _how_to_save(team, skip_index, format),
         _what_not_to_save(team),
         _WHEN_TO_LOOK,
         _BEFORE_RECOMMENDING,
@@ -132,20 +145,30 @@ def _types(team: bool) -> str:
     )
 
 
-def _how_to_save(team: bool, skip_index: bool) -> str:
+def _frontmatter_example(format: MemoryFormat) -> str:
+    description = (
+        "description: <one line, specific enough to tell later whether the memory is relevant>\n"
+    )
+    if format == "2.1.88":
+        return (
+            "```\n---\nname: <short name>\n"
+            f"{description}"
+            "type: <user | feedback | project | reference>\n---\n<the memory itself>\n```"
+        )
+    return (
+        "```\n---\nname: <short-name-in-kebab-case>\n"
+        f"{description}"
+        "metadata:\n  type: <user | feedback | project | reference>\n---\n\n"
+        "<the memory itself; link related memories with [[their-name]]>\n```"
+    )
+
+
+def _how_to_save(team: bool, skip_index: bool, format: MemoryFormat) -> str:
     where = "the directory that fits its scope" if team else "the memory directory"
     file_step = (
         f"Write each memory to its own Markdown file in {where} (for example "
         "`user_role.md` or `feedback_testing.md`), starting with this frontmatter:\n\n"
-        "```\n"
-        "---\n"
-        "name: <short name>\n"
-        "description: <one line, specific enough to tell later whether the memory is "
-        "relevant>\n"
-        "type: <user | feedback | project | reference>\n"
-        "---\n"
-        "<the memory itself>\n"
-        "```"
+        f"{_frontmatter_example(format)}"
     )
     rules = (
         "- Group memories by topic, not by date.\n"
@@ -154,6 +177,12 @@ def _how_to_save(team: bool, skip_index: bool) -> str:
         "- Fix or delete memories that turn out wrong or outdated, and keep `name`, "
         "`description` and `type` in line with the content."
     )
+    if format == "current":
+        rules += (
+            "\n- In a memory's text, refer to another memory as `[[name]]`, with the other "
+            "memory's `name`. Link freely: a link to a memory that does not exist yet is "
+            "not an error, it marks something worth writing down later."
+        )
     if skip_index:
         return f"## How to save a memory\n\n{file_step}\n\n{rules}"
     index_where = "each directory's own" if team else "the"

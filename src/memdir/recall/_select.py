@@ -25,7 +25,14 @@ from memdir.errors import UsageError
 from memdir.messages import Message
 from memdir.models import Model, ModelRequest
 from memdir.recall._prompt import MemoryDirLike, as_memory_dir
-from memdir.store import MemoryHeader, format_manifest, parse_memory_file, scan_memory_files
+from memdir.store import (
+    MemoryHeader,
+    find_links,
+    format_manifest,
+    memory_slug,
+    parse_memory_file,
+    scan_memory_files,
+)
 
 __all__ = [
     "MAX_SURFACED",
@@ -131,6 +138,7 @@ async def select_relevant_memories(
     budget: SurfaceBudget | None = None,
     *,
     recent_tools: Sequence[str] = (),
+    follow_links: bool = True,
 ) -> list[SurfacedMemory]:
     """The memory files most useful for ``query``, at most ``limit``, read and rendered.
 
@@ -147,6 +155,12 @@ async def select_relevant_memories(
     nothing, as in Claude Code: it carries too little to choose by. Nothing is surfaced
     either once ``budget`` is exhausted; what is surfaced is recorded in it, and
     surfacing stops part-way when the budget runs out.
+
+    With ``follow_links``, each chosen memory's ``[[name]]`` links (in the part of it
+    that is surfaced) bring the memories they name, among the candidates, after all the
+    chosen ones and while fewer than ``limit`` are surfaced; links are followed one step
+    only, from the chosen memories. A link names a memory by its ``name`` (compared as
+    :func:`~memdir.store.memory_slug` gives it) or, failing that, by its file name.
 
     ``now`` (default: the current time) dates the headers: a memory older than a day
     says how many days old it is. Raises :class:`~memdir.errors.UsageError` when
@@ -172,8 +186,15 @@ async def select_relevant_memories(
         chosen = await asyncio.to_thread(_rank_bm25, query, candidates, limit)
 
     moment = (now or datetime.now(UTC)).timestamp()
+    by_link = _link_targets(candidates) if follow_links else {}
+    queue = list(chosen[:limit])
+    direct = len(queue)
+    queued = {h.filename for h in queue}
     surfaced: list[SurfacedMemory] = []
-    for header in chosen:
+    position = 0
+    while position < len(queue) and len(surfaced) < limit:
+        header = queue[position]
+        position += 1
         if budget is not None and budget.exhausted:
             break
         memory = await asyncio.to_thread(_surface, header, moment)
@@ -182,7 +203,30 @@ async def select_relevant_memories(
         surfaced.append(memory)
         if budget is not None:
             budget.record(memory)
+        if position <= direct:  # one step: only the chosen memories' links are followed
+            for target in find_links(parse_memory_file(memory.content).body):
+                linked = by_link.get(memory_slug(target))
+                if linked is not None and linked.filename not in queued:
+                    queue.append(linked)
+                    queued.add(linked.filename)
     return surfaced
+
+
+def _link_targets(candidates: Sequence[MemoryHeader]) -> dict[str, MemoryHeader]:
+    """The candidates by the slug a link names them with: their ``name``, else file name.
+
+    A name wins over a file name; among equal names, the newest file (the scan's order).
+    """
+    targets: dict[str, MemoryHeader] = {}
+    for header in candidates:
+        stem = memory_slug(Path(header.filename).stem)
+        if stem:
+            targets.setdefault(stem, header)
+    for header in reversed(candidates):
+        slug = memory_slug(header.name) if header.name else ""
+        if slug:
+            targets[slug] = header
+    return targets
 
 
 # --- choosing with a model ---------------------------------------------------------------

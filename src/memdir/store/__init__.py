@@ -4,7 +4,10 @@
   symlink-safe containment checks.
 - :func:`default_memory_dir` — the folder Claude Code uses for a project, so both tools
   share one memory.
-- memory files: :func:`parse_memory_file` / :func:`format_memory_file` (YAML frontmatter);
+- memory files: :func:`parse_memory_file` / :func:`format_memory_file` (YAML frontmatter,
+  in Claude Code's current layout or the 2.1.88 one), :func:`stamp_memory_file` (what
+  Claude Code does to a memory file it writes), :func:`memory_slug`, and the ``[[name]]``
+  links between memories (:func:`find_links`, :func:`replace_links`);
   the index's load caps: :func:`truncate_entrypoint`; the manifest of existing memories:
   :func:`scan_memory_files` / :func:`format_manifest`.
 - safety: :func:`atomic_write`, :func:`file_lock`, :func:`update_file`, and the secret
@@ -21,11 +24,18 @@ from memdir.store._entrypoint import (
     truncate_entrypoint,
 )
 from memdir.store._frontmatter import (
+    MEMORY_FORMATS,
     MEMORY_TYPES,
     MemoryFile,
+    MemoryFormat,
     MemoryType,
+    find_links,
     format_memory_file,
+    iso_timestamp,
+    memory_slug,
     parse_memory_file,
+    replace_links,
+    stamp_memory_file,
 )
 from memdir.store._location import (
     MEMDIR_DIR_ENV,
@@ -57,12 +67,14 @@ __all__ = [
     "MAX_ENTRYPOINT_CHARS",
     "MAX_ENTRYPOINT_LINES",
     "MEMDIR_DIR_ENV",
+    "MEMORY_FORMATS",
     "MEMORY_TYPES",
     "SECRET_RULES",
     "TEAM_DIR_NAME",
     "EntrypointContent",
     "MemoryDir",
     "MemoryFile",
+    "MemoryFormat",
     "MemoryHeader",
     "MemoryType",
     "SecretFinding",
@@ -74,14 +86,19 @@ __all__ = [
     "default_memory_dir",
     "file_lock",
     "find_git_root",
+    "find_links",
     "format_manifest",
     "format_memory_file",
+    "iso_timestamp",
     "lock_path",
+    "memory_slug",
     "parse_memory_file",
     "redact",
+    "replace_links",
     "sanitize_path",
     "scan_memory_files",
     "scan_secrets",
+    "stamp_memory_file",
     "strip_entrypoint_noise",
     "truncate_entrypoint",
     "update_file",

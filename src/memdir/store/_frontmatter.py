@@ -1,19 +1,48 @@
-"""Memory files: YAML frontmatter (``name``, ``description``, ``type``) above a Markdown body.
+"""Memory files: YAML frontmatter above a Markdown body, in either layout Claude Code uses.
+
+Two layouts exist. Claude Code 2.1.88 (and memdir until it followed) wrote ``name``,
+``description`` and ``type`` at the top level. Claude Code 2.1.332 rewrites the frontmatter
+of every memory file it writes or edits::
+
+    ---
+    name: always-use-polars-never-pandas
+    description: The user wants polars for dataframes
+    metadata:
+      node_type: memory
+      type: feedback
+      originSessionId: 3f2c9a4e-7b1d-4c8e-9a55-1d2e3f4a5b6c
+      modified: 2026-03-05T14:03:22.120Z
+    ---
+
+    Use polars.
+
+``name`` becomes a slug (:func:`memory_slug`), every other key moves under ``metadata``
+after ``node_type: memory``, and ``originSessionId`` and ``modified`` record which session
+first wrote the memory and when it was last written. :func:`format_memory_file` writes
+that layout by default (``format="2.1.88"`` keeps the old one), :func:`stamp_memory_file`
+does what Claude Code does to a file it writes, and the YAML comes out byte for byte as
+Claude Code's serialiser (Bun's ``YAML.stringify``) prints it.
 
 Reading is lenient on purpose. Memory files are written by models and by hand, and one
 with a stray colon must still show up in the manifest, so a parse never raises: bad YAML
 is retried with its values quoted, then read line by line, and only then given up as
-empty frontmatter. Writing is strict: every value is emitted so that it reads back as
-exactly the string that went in.
+empty frontmatter. Both layouts read the same: :attr:`MemoryFile.type` is
+``metadata.type`` when there is one, else the top-level ``type``. YAML is read with the
+YAML 1.2 core schema, as Claude Code reads it: ``yes`` and ``2026-03-05`` stay text.
+Writing is strict: every value is emitted so that it reads back as exactly the value
+that went in.
 """
 
 from __future__ import annotations
 
+import array
 import datetime
 import json
+import math
 import re
+import sys
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
@@ -21,7 +50,21 @@ import yaml
 
 from memdir.errors import UsageError
 
-__all__ = ["MEMORY_TYPES", "MemoryFile", "MemoryType", "format_memory_file", "parse_memory_file"]
+__all__ = [
+    "MEMORY_FORMATS",
+    "MEMORY_TYPES",
+    "MemoryFile",
+    "MemoryFormat",
+    "MemoryType",
+    "find_links",
+    "format_memory_file",
+    "iso_timestamp",
+    "memory_slug",
+    "parse_memory_file",
+    "replace_links",
+    "split_frontmatter",
+    "stamp_memory_file",
+]
 
 MemoryType = Literal["user", "feedback", "project", "reference"]
 """The four kinds of memory Claude Code saves; any other ``type`` value reads as ``None``."""
@@ -29,9 +72,22 @@ MemoryType = Literal["user", "feedback", "project", "reference"]
 MEMORY_TYPES: Final[tuple[MemoryType, ...]] = get_args(MemoryType)
 """The valid ``type`` values, in Claude Code's order."""
 
-# The C loader is much faster, but a PyYAML built without libyaml only has the pure one.
-# Both are safe loaders: tags such as !!python/object are rejected, never executed.
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MemoryFormat = Literal["current", "2.1.88"]
+"""The frontmatter layout memdir writes.
+
+``current``: today's Claude Code (2.1.332): slug ``name``, ``description``, and a
+``metadata`` map with ``node_type``, ``type``, ``originSessionId`` and ``modified``.
+``2.1.88``: the older layout, ``name``, ``description`` and ``type`` at the top level,
+for tools that read only that."""
+
+MEMORY_FORMATS: Final[tuple[MemoryFormat, ...]] = get_args(MemoryFormat)
+"""The layouts :func:`format_memory_file` can write, the default first."""
+
+# The keys Claude Code keeps at the top level; every other one lives under metadata.
+_TOP_LEVEL_KEYS: Final = ("name", "description", "metadata")
+# The values Claude Code writes into every memory's metadata.
+_NODE_TYPE: Final = "memory"
+_MAIN_FIELDS: Final = ("name", "description", "type")
 
 _BOM = "\ufeff"
 # Trailing blanks and a CR (from CRLF files) may follow a fence without breaking it.
@@ -40,7 +96,104 @@ _FENCE_TRAILING = " \t\r"
 _TOP_LEVEL_ENTRY = re.compile(r"([A-Za-z_][\w.-]*)[ \t]*:(?:[ \t]+(.*))?")
 # A value that opens a block scalar; quoting it would orphan the indented lines below.
 _BLOCK_SCALAR_HEADER = re.compile(r"[|>][0-9+-]*")
+# A top-level line whose plain value Claude Code reads literally (its quoteLossyValues).
+_LOSSY_CANDIDATE = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_.-]*):[ \t]+(.*)")
+_NULL_WORDS: Final = frozenset({"null", "Null", "NULL", "~"})
 _EMPTY_MAPPING: Mapping[str, Any] = types.MappingProxyType({})
+# [[name]] links between memories; the target ends at "|" (a label) or "#" (a section).
+_LINK = re.compile(r"\[\[([^\[\]\n|#]+)((?:[|#][^\[\]\n]*)?)\]\]")
+
+
+# --- reading YAML the way Claude Code does -------------------------------------------------
+
+
+# YAML 1.2's core schema: the tags a plain scalar resolves to, by pattern.
+_CORE_RESOLVERS: Final = (
+    ("tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]),
+    (
+        "tag:yaml.org,2002:bool",
+        re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+        list("tTfF"),
+    ),
+    (
+        "tag:yaml.org,2002:int",
+        re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
+        list("-+0123456789"),
+    ),
+    (
+        "tag:yaml.org,2002:float",
+        re.compile(
+            r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+            r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+        ),
+        list("-+.0123456789"),
+    ),
+    # Merge keys are not core YAML, but Bun honours them and so does PyYAML.
+    ("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"]),
+)
+
+
+_STR_TAG: Final = "tag:yaml.org,2002:str"
+
+
+def _core_tag(text: str) -> str:
+    """The tag YAML 1.2's core schema gives ``text`` as a plain scalar."""
+    for tag, pattern, _first in _CORE_RESOLVERS:
+        if pattern.match(text):
+            return tag
+    return _STR_TAG
+
+
+def _core_schema(base: Any) -> Any:
+    """A subclass of the PyYAML loader ``base`` that resolves plain scalars by YAML 1.2.
+
+    PyYAML follows YAML 1.1, where ``yes`` is true, ``1_000`` is 1000, ``1:30`` is 90 and
+    ``2026-03-05`` is a date. Claude Code (Bun's parser) follows YAML 1.2's core schema,
+    and writes those unquoted, so they must read as the text they are.
+    """
+
+    class Loader(base):  # type: ignore[misc]
+        yaml_implicit_resolvers: dict[Any, Any] = {}  # noqa: RUF012 (PyYAML's class registry)
+
+    for tag, pattern, first in _CORE_RESOLVERS:
+        Loader.add_implicit_resolver(tag, pattern, first)
+    Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+    # "<<" merges as a key; as a value it is just the text, as Bun reads it.
+    Loader.add_constructor("tag:yaml.org,2002:merge", _construct_text)
+    return Loader
+
+
+def _construct_text(loader: Any, node: Any) -> str:
+    return str(loader.construct_scalar(node))
+
+
+def _construct_int(loader: Any, node: Any) -> int:
+    # PyYAML's own reads "017" as octal and rejects "09"; YAML 1.2 has both decimal.
+    text = str(loader.construct_scalar(node))
+    if text.startswith("0o"):
+        return int(text[2:], 8)
+    if text.startswith("0x"):
+        return int(text[2:], 16)
+    return int(text)
+
+
+class _UncheckedLoader(_core_schema(yaml.SafeLoader)):  # type: ignore[misc]
+    """The pure loader without PyYAML's character check.
+
+    Claude Code writes characters such as U+0080 or U+FFFE unescaped, which PyYAML's
+    reader refuses outright although nothing else about the document is wrong.
+    """
+
+    def check_printable(self, data: str) -> None:
+        """Accept every character."""
+
+
+# The C loader is much faster, but a PyYAML built without libyaml only has the pure one.
+# Both are safe loaders: tags such as !!python/object are rejected, never executed.
+_LOADER: Any = _core_schema(yaml.CSafeLoader) if hasattr(yaml, "CSafeLoader") else _UncheckedLoader
+
+
+# --- the parsed file -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,23 +210,113 @@ class MemoryFile:
     """Whether the frontmatter was not valid YAML: it needed a fallback, or was dropped."""
 
     @property
+    def metadata(self) -> Mapping[str, Any]:
+        """Every key but ``name`` and ``description``, as Claude Code sees them.
+
+        That is the top-level keys other than ``name``, ``description`` and ``metadata``
+        (those whose value is not null), then the ``metadata`` map's keys; a key in both
+        takes the ``metadata`` value. A 2.1.88-layout file's ``type`` is here too.
+        """
+        return types.MappingProxyType(_metadata_view(self.frontmatter))
+
+    @property
     def name(self) -> str | None:
-        """The ``name`` value as text, or ``None`` when absent or not a scalar."""
-        return _scalar_text(self.frontmatter.get("name"))
+        """The ``name`` value as text, or ``None`` when absent or not a scalar.
+
+        The top-level ``name``; one under ``metadata`` is used only when there is none.
+        """
+        return _main_text(self.frontmatter, "name")
 
     @property
     def description(self) -> str | None:
-        """The ``description`` value as text, or ``None`` when absent or not a scalar."""
-        return _scalar_text(self.frontmatter.get("description"))
+        """The ``description`` value as text, or ``None`` when absent or not a scalar.
+
+        The top-level ``description``; one under ``metadata`` only when there is none.
+        """
+        return _main_text(self.frontmatter, "description")
 
     @property
     def type(self) -> MemoryType | None:
-        """The memory type, or ``None`` when absent or not one of :data:`MEMORY_TYPES`."""
-        value = self.frontmatter.get("type")
+        """The memory type, or ``None`` when absent or not one of :data:`MEMORY_TYPES`.
+
+        ``metadata.type`` wins over a top-level ``type``, as in Claude Code, even when
+        its value is not a valid type.
+        """
+        value = _metadata_view(self.frontmatter).get("type")
         for known in MEMORY_TYPES:
             if value == known:
                 return known
         return None
+
+    @property
+    def origin_session_id(self) -> str | None:
+        """The session the memory came from (``metadata.originSessionId``), or ``None``."""
+        return _nonempty_text(_metadata_view(self.frontmatter).get("originSessionId"))
+
+    @property
+    def modified(self) -> str | None:
+        """When the memory was last written (``metadata.modified``, ISO 8601), or ``None``."""
+        return _nonempty_text(_metadata_view(self.frontmatter).get("modified"))
+
+    @property
+    def extra_metadata(self) -> Mapping[str, Any]:
+        """:attr:`metadata` without ``node_type`` and ``type``: what a rewrite carries over.
+
+        Pass it as ``extra`` to :func:`format_memory_file` to write the memory again with
+        everything else it held (its ``originSessionId`` and ``modified`` included).
+        """
+        view = _metadata_view(self.frontmatter)
+        return types.MappingProxyType(
+            {k: v for k, v in view.items() if k not in ("node_type", "type")}
+        )
+
+    @property
+    def links(self) -> tuple[str, ...]:
+        """The ``[[name]]`` links in the body, by target, in order, each once."""
+        return find_links(self.body)
+
+
+def _metadata_view(frontmatter: Mapping[str, Any]) -> dict[str, Any]:
+    """Claude Code's reading of everything but name and description (see ``metadata``)."""
+    view = {
+        key: value
+        for key, value in frontmatter.items()
+        if key not in _TOP_LEVEL_KEYS and value is not None
+    }
+    nested = frontmatter.get("metadata")
+    if isinstance(nested, Mapping):
+        view.update({_key_text(key): value for key, value in nested.items()})
+    return view
+
+
+def _key_text(key: object) -> str:
+    """A key as JavaScript names it (``1``, ``true``, ``null``); ``str`` for anything else."""
+    try:
+        return _js_key(key)
+    except UsageError:
+        return str(key)
+
+
+def _main_text(frontmatter: Mapping[str, Any], key: str) -> str | None:
+    value = _scalar_text(frontmatter.get(key))
+    if value is None and key not in frontmatter:
+        nested = frontmatter.get("metadata")
+        if isinstance(nested, Mapping):
+            value = _scalar_text(nested.get(key))
+    return value
+
+
+def _nonempty_text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _scalar_text(value: object) -> str | None:
+    """A scalar as text (YAML may have read ``42`` as a number); else ``None``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool | int | float | datetime.date):
+        return str(value)
+    return None
 
 
 def parse_memory_file(text: str) -> MemoryFile:
@@ -83,6 +326,9 @@ def parse_memory_file(text: str) -> MemoryFile:
     ends and trailing blanks on the fences are tolerated). Without an opening fence, or
     when the fence is never closed, the frontmatter is empty and the whole text is the
     body (less a BOM).
+
+    A top-level plain value that YAML would cut short, such as ``description: use uv #
+    not pip`` (a comment to YAML), is read whole, as Claude Code reads it.
     """
     block, body = split_frontmatter(text)
     if block is None:
@@ -91,49 +337,6 @@ def parse_memory_file(text: str) -> MemoryFile:
     return MemoryFile(
         frontmatter=types.MappingProxyType(frontmatter), body=body, malformed=malformed
     )
-
-
-def format_memory_file(
-    *,
-    name: str,
-    description: str,
-    type: MemoryType | None,
-    body: str,
-    extra: Mapping[str, Any] | None = None,
-) -> str:
-    """Render a memory file that :func:`parse_memory_file` reads back unchanged.
-
-    Keys come in the order ``name``, ``description``, ``type`` (left out when ``None``),
-    then ``extra``'s. Any string survives the trip, whatever it holds: colons, quotes,
-    ``#``, a leading ``-``, line breaks, no text at all. The body loses its leading and
-    trailing line breaks and ends with exactly one newline (an empty body stays empty).
-
-    Raises :class:`~memdir.errors.UsageError` for a ``type`` outside
-    :data:`MEMORY_TYPES`, an ``extra`` key that repeats a main one, or an ``extra`` value
-    YAML cannot represent.
-    """
-    if type is not None and type not in MEMORY_TYPES:
-        raise UsageError(f"unknown memory type {type!r}; expected one of {MEMORY_TYPES}")
-    fields: dict[str, Any] = {"name": name, "description": description}
-    if type is not None:
-        fields["type"] = type
-    for key, value in (extra or {}).items():
-        if key in ("name", "description", "type"):
-            raise UsageError(f"extra frontmatter key {key!r} clashes with a main field")
-        fields[key] = value
-    try:
-        header = yaml.dump(
-            fields,
-            Dumper=_Dumper,
-            sort_keys=False,
-            allow_unicode=True,
-            default_flow_style=False,
-            # Never fold a long value over several lines; one key, one line is easier to edit.
-            width=1 << 30,
-        )
-    except yaml.YAMLError as exc:
-        raise UsageError(f"frontmatter value cannot be written as YAML: {exc}") from exc
-    return f"---\n{header}---\n\n{_normalise_body(body)}"
 
 
 def split_frontmatter(text: str) -> tuple[str | None, str]:
@@ -156,13 +359,13 @@ def split_frontmatter(text: str) -> tuple[str | None, str]:
     return None, text
 
 
-def _normalise_body(body: str) -> str:
-    core = body.strip("\r\n")
-    return f"{core}\n" if core else ""
-
-
 def _load_block(block: str) -> tuple[dict[str, Any], bool]:
     """Parse a frontmatter block: YAML, then YAML with quoted values, then line by line."""
+    literal = _quote_lossy_values(block)
+    if literal != block:
+        loaded = _load_yaml(literal)
+        if loaded is not None:
+            return loaded, False
     loaded = _load_yaml(block)
     if loaded is not None:
         return loaded, False
@@ -177,16 +380,83 @@ def _load_block(block: str) -> tuple[dict[str, Any], bool]:
 def _load_yaml(block: str) -> dict[str, Any] | None:
     """The block as a mapping with text keys, or ``None`` when it is not one."""
     try:
-        data = yaml.load(block, Loader=_LOADER)
-    # Malformed input surfaces as YAMLError, but also as ValueError (a date like
-    # 2024-13-45), RecursionError (deep nesting) and friends: all mean "not YAML for us".
+        data = _yaml_load(block)
+    # Malformed input surfaces as YAMLError, but also as ValueError, RecursionError
+    # (deep nesting) and friends: all mean "not YAML for us".
     except Exception:
         return None
     if data is None:
         return {}
     if not isinstance(data, dict):
         return None
+    if _SURROGATE_ESCAPE.search(block):
+        data = _join_surrogates(data)
     return {str(key): value for key, value in data.items()}
+
+
+# "\ud83d\ude80" is one character, as JSON and Bun read it; PyYAML makes it two halves.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _join_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    if isinstance(value, dict):
+        return {_join_surrogates(k): _join_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_join_surrogates(item) for item in value]
+    return value
+
+
+def _load_scalar(text: str) -> tuple[bool, Any]:
+    """``(True, value)`` for YAML text that loads, ``(False, None)`` when it does not."""
+    try:
+        return True, _yaml_load(text)
+    except Exception:
+        return False, None
+
+
+def _yaml_load(text: str) -> Any:
+    """Load ``text``; raises whatever PyYAML raises.
+
+    libyaml refuses characters and escapes (U+FFFE, a surrogate pair written as two
+    ``\\u`` escapes) that Claude Code writes and reads; the pure loader, without its
+    character check, is asked again before giving up.
+    """
+    try:
+        return yaml.load(text, Loader=_LOADER)
+    except yaml.YAMLError:
+        if _LOADER is _UncheckedLoader:
+            raise
+        return yaml.load(text, Loader=_UncheckedLoader)
+
+
+def _quote_lossy_values(block: str) -> str:
+    """Quote top-level plain values that YAML would read as something shorter.
+
+    Claude Code's reader does this first: ``description: use uv # not pip`` is the text
+    ``use uv # not pip`` to it, not ``use uv``, and ``key: #x`` is ``#x``, not null.
+    """
+    lines = block.split("\n")
+    changed = False
+    for index, line in enumerate(lines):
+        match = _LOSSY_CANDIDATE.fullmatch(line)
+        if match is None:
+            continue
+        value = match.group(2).rstrip()
+        if not value or value[0] in "\"'|>":
+            continue
+        if "#" not in value and value[0] not in "&!":
+            continue  # nothing YAML would drop: a comment, an anchor or a tag
+        ok, loaded = _load_scalar(value)
+        if not ok:
+            continue
+        shortened = isinstance(loaded, str) and loaded != value
+        if shortened or (loaded is None and value not in _NULL_WORDS):
+            escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+            lines[index] = f'{match.group(1)}: "{escaped}"'
+            changed = True
+    return "\n".join(lines) if changed else block
 
 
 def _quote_values(block: str) -> str:
@@ -222,13 +492,743 @@ def _is_quoted(value: str) -> bool:
     return len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'"
 
 
-def _scalar_text(value: object) -> str | None:
-    """A scalar as text (YAML may have read ``2026-03-05`` as a date); else ``None``."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool | int | float | datetime.date):
-        return str(value)
-    return None
+# --- names and links -----------------------------------------------------------------------
+
+_SLUG = re.compile(r"[a-z0-9_-]+")
+_NOT_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def memory_slug(name: str) -> str:
+    """The ``name`` Claude Code writes for a memory called ``name``.
+
+    A name made only of ``a-z``, ``0-9``, ``_`` and ``-`` is kept as it is. Any other is
+    lower-cased, each run of characters outside ``a-z0-9`` becomes one ``-``, and ``-``
+    is trimmed from both ends: ``"Always use polars, never pandas"`` gives
+    ``always-use-polars-never-pandas``, ``"Deploy v2.3"`` gives ``deploy-v2-3``. Accented
+    and other non-ASCII letters are separators too (``"Café crème"`` gives
+    ``caf-cr-me``), a name with nothing else gives ``""``, and there is no length limit:
+    all of this is Claude Code's own rule, kept exactly so that both tools name a memory
+    alike.
+    """
+    if _SLUG.fullmatch(name):
+        return name
+    return _NOT_SLUG.sub("-", name.lower()).strip("-")
+
+
+def find_links(text: str) -> tuple[str, ...]:
+    """The targets of the ``[[name]]`` links in ``text``, in order, each once.
+
+    ``[[name|label]]`` and ``[[name#section]]`` link to ``name``. Targets are returned as
+    written (surrounding blanks removed); compare them through :func:`memory_slug`.
+    """
+    found: dict[str, None] = {}
+    for match in _LINK.finditer(text):
+        target = match.group(1).strip()
+        if target:
+            found.setdefault(target, None)
+    return tuple(found)
+
+
+def replace_links(text: str, renames: Mapping[str, str]) -> str:
+    """``text`` with each link to a renamed memory pointing at its new name.
+
+    ``renames`` maps old names to new ones; a link matches when the slugs of its target
+    and of an old name are equal. A label or section after the target is kept.
+    """
+    by_slug = {memory_slug(old): new for old, new in renames.items()}
+
+    def swap(match: re.Match[str]) -> str:
+        new = by_slug.get(memory_slug(match.group(1).strip()))
+        return match.group(0) if new is None else f"[[{new}{match.group(2)}]]"
+
+    return _LINK.sub(swap, text)
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+def iso_timestamp(moment: datetime.datetime) -> str:
+    """``moment`` as JavaScript's ``toISOString()`` writes it: UTC, milliseconds, ``Z``.
+
+    A naive ``moment`` is taken to be UTC. Sub-millisecond digits are dropped, as a
+    JavaScript ``Date`` never has them.
+    """
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(datetime.UTC)
+    return (
+        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
+        f"{moment.minute:02d}:{moment.second:02d}.{moment.microsecond // 1000:03d}Z"
+    )
+
+
+def format_memory_file(
+    *,
+    name: str,
+    description: str,
+    type: MemoryType | None,
+    body: str,
+    extra: Mapping[str, Any] | None = None,
+    format: MemoryFormat = "current",
+    origin_session_id: str | None = None,
+    modified: str | datetime.datetime | None = None,
+) -> str:
+    """Render a memory file in the layout ``format`` names.
+
+    ``current`` (the default) writes what Claude Code 2.1.332 writes, byte for byte::
+
+        ---
+        name: <memory_slug(name)>
+        description: <description>
+        metadata:
+          node_type: memory
+          type: <type>
+          <extra...>
+          originSessionId: <origin_session_id>
+          modified: <modified>
+        ---
+
+        <body>
+
+    ``description`` is left out when empty, ``type`` when ``None``, and extra keys whose
+    value is ``None`` are dropped (Claude Code writes no nulls there). ``origin_session_id``
+    and ``modified`` replace values of the same key in ``extra`` where it has them, and
+    are added at the end otherwise; left at ``None`` they are written only when ``extra``
+    has them (:func:`stamp_memory_file` adds them when the file is stored).
+    ``modified`` may be a ``datetime`` (written by :func:`iso_timestamp`) or the text.
+
+    ``2.1.88`` writes ``name`` as given, ``description`` and ``type`` at the top level,
+    then ``extra``'s keys, and neither stamp; :func:`parse_memory_file` reads every
+    value back unchanged.
+
+    Either way any string survives the trip, whatever it holds: colons, quotes, ``#``,
+    a leading ``-``, line breaks, no text at all. The body loses its leading and
+    trailing line breaks and ends with exactly one newline (an empty body stays empty).
+
+    Raises :class:`~memdir.errors.UsageError` for a ``type`` outside
+    :data:`MEMORY_TYPES`, an unknown ``format``, an ``extra`` key that repeats a main
+    one (``name``, ``description``, ``type``; ``node_type`` and ``metadata`` too in the
+    current layout), or an ``extra`` value YAML cannot represent.
+    """
+    if type is not None and type not in MEMORY_TYPES:
+        raise UsageError(f"unknown memory type {type!r}; expected one of {MEMORY_TYPES}")
+    if format not in MEMORY_FORMATS:
+        raise UsageError(f"unknown memory format {format!r}; expected one of {MEMORY_FORMATS}")
+    reserved = _MAIN_FIELDS if format == "2.1.88" else (*_MAIN_FIELDS, "node_type", "metadata")
+    for key in extra or {}:
+        if key in reserved:
+            raise UsageError(f"extra frontmatter key {key!r} clashes with a main field")
+    if format == "2.1.88":
+        return _format_2_1_88(name, description, type, body, extra or {})
+    metadata: dict[str, Any] = {"node_type": _NODE_TYPE}
+    if type is not None:
+        metadata["type"] = type
+    metadata.update({str(k): v for k, v in (extra or {}).items() if v is not None})
+    if origin_session_id is not None:
+        metadata["originSessionId"] = origin_session_id
+    if isinstance(modified, datetime.datetime):
+        modified = iso_timestamp(modified)
+    if modified is not None:
+        metadata["modified"] = modified
+    return _render_current(name, description or None, metadata, _normalise_body(body))
+
+
+def _format_2_1_88(
+    name: str,
+    description: str,
+    type: MemoryType | None,
+    body: str,
+    extra: Mapping[str, Any],
+) -> str:
+    fields: dict[str, Any] = {"name": name, "description": description}
+    if type is not None:
+        fields["type"] = type
+    fields.update(extra)
+    try:
+        header = yaml.dump(
+            fields,
+            Dumper=_Dumper,
+            sort_keys=False,
+            allow_unicode=True,
+            default_flow_style=False,
+            # Never fold a long value over several lines; one key, one line is easier to edit.
+            width=1 << 30,
+        )
+    except yaml.YAMLError as exc:
+        raise UsageError(f"frontmatter value cannot be written as YAML: {exc}") from exc
+    return f"---\n{header}---\n\n{_normalise_body(body)}"
+
+
+def _render_current(
+    name: str | None, description: str | None, metadata: Mapping[str, Any], body: str
+) -> str:
+    """The current layout around ``body``, as Claude Code's serialiser prints it."""
+    fields: dict[str, Any] = {"name": memory_slug(name or "")}
+    if description is not None:
+        fields["description"] = description
+    fields["metadata"] = {
+        "node_type": _NODE_TYPE,
+        **{k: v for k, v in metadata.items() if k != "node_type" and v is not None},
+    }
+    return f"---\n{_bun_yaml(fields)}\n---\n\n{body}"
+
+
+def _normalise_body(body: str) -> str:
+    core = body.strip("\r\n")
+    return f"{core}\n" if core else ""
+
+
+# --- what Claude Code does to a memory file it writes --------------------------------------
+
+# JavaScript's \s, which Claude Code's patterns use: not quite Python's (no U+0085 or
+# U+001C-U+001F, but U+FEFF).
+_JS_SPACE = "[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
+# Claude Code's two frontmatter patterns: the loose one it splits a file with, and the
+# strict one (fences on lines of their own) it checks the split against.
+_CC_SPLIT = re.compile(rf"---{_JS_SPACE}*\n([\s\S]*?)---{_JS_SPACE}*\n?")
+_CC_FENCED = re.compile(r"---[ \t]*\r?\n([\s\S]*?)\r?\n---[ \t]*(?:\r?\n|\Z)")
+_MODIFIED_LINE = re.compile(r"(\s*)modified\s*:([\s\S]*)")
+_METADATA_KEY = re.compile(r"metadata:")
+_METADATA_BLOCK = re.compile(r"metadata:\s*(?:#.*)?")
+_INDENTED = re.compile(r"\s+\S")
+_BLANK_OR_COMMENT = re.compile(r"\s*(?:#.*)?")
+_INLINE_COMMENT = re.compile(r"(?:^|[ \t])#")
+_QUOTED_SPANS = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^']|'')*'")
+_COMMENT_TAIL = re.compile(r"([ \t]+#.*)$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Stampable:
+    """A file's frontmatter as Claude Code reads it when it rewrites the file."""
+
+    name: str | None
+    description: str | None
+    metadata: dict[str, Any]
+    body: str
+    hazard: bool  # a rewrite could lose or misplace something: only touch `modified`
+
+
+def stamp_memory_file(
+    text: str,
+    *,
+    session_id: str | None,
+    now: str | datetime.datetime,
+    team: bool = False,
+) -> str:
+    """``text`` as Claude Code 2.1.332 stores it when it writes a memory file.
+
+    - Without frontmatter (no ``---`` first line, a BOM before it included) the text is
+      returned unchanged.
+    - Without an ``originSessionId``, the frontmatter is written again in the current
+      layout (:func:`format_memory_file`'s), with ``originSessionId: session_id`` and
+      ``modified: now`` added, and the body kept byte for byte (only the blank lines and
+      spaces between the closing fence and its first text are layout). A ``session_id``
+      of ``None`` (unknown) writes no ``originSessionId`` line, as Claude Code's
+      serialiser leaves out a missing value; the next writer that knows its session
+      adds one.
+    - With an ``originSessionId``, or under ``team/`` (``team=True``), or when a
+      rewrite could lose something (a ``#`` comment on a value, a ``---`` inside a value,
+      YAML that only the line-by-line fallback reads), only the ``modified:`` line is
+      updated, or added at the end of the ``metadata`` block (before the closing fence
+      when there is none); where that has no safe place, the text is unchanged.
+
+    A file already in the current layout with both stamps thus only ever changes in its
+    ``modified:`` line. ``now`` is a ``datetime`` (see :func:`iso_timestamp`) or the text.
+    """
+    stamp = iso_timestamp(now) if isinstance(now, datetime.datetime) else now
+    split = _CC_SPLIT.match(text)
+    if split is None:
+        return text
+    if not team:
+        read = _read_stampable(text)
+        unclaimed = read is not None and not _nonempty_text(read.metadata.get("originSessionId"))
+        if read is not None and unclaimed and not read.hazard:
+            metadata = {**read.metadata, "originSessionId": session_id, "modified": stamp}
+            try:
+                body = read.body.lstrip("\n")
+                return _render_current(read.name, read.description, metadata, body)
+            except UsageError:
+                pass  # a value the serialiser cannot write: leave it where it is
+    updated = _update_modified_line(text, stamp)
+    return text if updated is None else updated
+
+
+def _js_trim(text: str) -> str:
+    return re.sub(rf"\A{_JS_SPACE}+|{_JS_SPACE}+\Z", "", text)
+
+
+def _read_stampable(text: str, *, literal: bool = True) -> _Stampable | None:
+    """Claude Code's reading of a file it rewrites, or ``None`` without frontmatter.
+
+    ``literal`` reads top-level plain values whole (see :func:`parse_memory_file`) and
+    looks for what a rewrite could lose, as Claude Code does before it re-serialises;
+    without it the reading is the plain one it checks a ``modified:`` update with.
+    """
+    split = _CC_SPLIT.match(text)
+    if split is None:
+        return None
+    raw = split.group(1)
+    fenced = _CC_FENCED.match(text)
+    hazard = False
+    if literal and (_js_trim(raw) or (fenced is not None and _js_trim(fenced.group(1)))):
+        # A "---" inside a value ends the loose split early: the two readings disagree.
+        hazard = fenced is None or _js_trim(fenced.group(1)) != _js_trim(raw)
+    block = raw.replace("\r\n", "\n")
+    frontmatter: dict[str, Any] | None = None
+    if literal:
+        hazard = hazard or _has_unkept_comment(block)
+        quoted = _quote_lossy_values(block)
+        if quoted != block:
+            frontmatter = _load_yaml(quoted)
+            hazard = hazard or frontmatter is None
+    if frontmatter is None:
+        frontmatter = _load_yaml(block)
+    if frontmatter is None:
+        frontmatter = _load_yaml(_requote_special_values(block))
+    if frontmatter is None:
+        hazard, frontmatter = True, {}
+    if block.strip() and not frontmatter:
+        hazard = True
+    return _Stampable(
+        name=_nonempty_text(frontmatter.get("name")),
+        description=_nonempty_text(frontmatter.get("description")),
+        metadata=_metadata_view(frontmatter),
+        body=text[split.end() :],
+        hazard=hazard,
+    )
+
+
+_RETRY_ENTRY = re.compile(r"([a-zA-Z_-]+):\s+(\S.*)")
+_RETRY_SPECIAL = re.compile(r"[{}\[\]*&#!|>%@`]|: ")
+
+
+def _requote_special_values(block: str) -> str:
+    """Claude Code's second try at YAML that failed: values with YAML syntax quoted."""
+    lines = []
+    for line in block.split("\n"):
+        match = _RETRY_ENTRY.fullmatch(line)
+        if match is not None:
+            key, value = match.groups()
+            quoted = len(value) >= 1 and value[0] == value[-1] and value[0] in "\"'"
+            flow_list = False
+            if value.startswith("[") and value.endswith("]"):
+                ok, loaded = _load_scalar(value)
+                flow_list = ok and isinstance(loaded, list)
+            if not quoted and not flow_list and _RETRY_SPECIAL.search(value):
+                escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+                line = f'{key}: "{escaped}"'
+        lines.append(line)
+    return re.sub(r"^\t+", lambda m: "  " * len(m.group(0)), "\n".join(lines), flags=re.M)
+
+
+_QUOTED_KEY_ENTRY = (
+    re.compile(r'("(?:[^"\\]|\\.)*"):[ \t]+(.*)'),
+    re.compile(r"('(?:[^']|'')*'):[ \t]+(.*)"),
+    re.compile(r"([^\s#][^:\n]*?):[ \t]+(.*)"),
+)
+
+
+def _has_unkept_comment(block: str) -> bool:
+    """Whether a top-level value carries a ``#`` comment that a rewrite would drop."""
+    for line in block.split("\n"):
+        if "#" not in line:
+            continue
+        match = _LOSSY_CANDIDATE.fullmatch(line)
+        if match is not None:
+            value = match.group(2).rstrip()
+            if not value:
+                continue
+            if value[0] not in "\"'|>":
+                ok, loaded = _load_scalar(value)
+                if not ok or isinstance(loaded, str) or loaded is None:
+                    continue  # read whole by the lossy-value quoting, comment and all
+        if _comment_after_value(line):
+            return True
+    return False
+
+
+def _comment_after_value(line: str) -> bool:
+    for pattern in _QUOTED_KEY_ENTRY:
+        match = pattern.fullmatch(line)
+        if match is not None:
+            key, value = match.groups()
+            if not key or not value:
+                return False
+            return _INLINE_COMMENT.search(_QUOTED_SPANS.sub("", value.rstrip())) is not None
+    return False
+
+
+def _update_modified_line(text: str, stamp: str) -> str | None:
+    """``text`` with its ``modified:`` line set to ``stamp``; ``None`` when that is unsafe."""
+    split = _CC_SPLIT.match(text)
+    fenced = _CC_FENCED.match(text)
+    if split is None or fenced is None or _js_trim(split.group(1)) != _js_trim(fenced.group(1)):
+        return None
+    before = _read_stampable(text, literal=False)
+    if before is None or (
+        before.name is None and before.description is None and not before.metadata
+    ):
+        return None
+    head_end = fenced.end()
+    head = text[:head_end]
+    lines = head.split("\n")
+    cr = "\r" if "\r\n" in head else ""
+
+    def line(indent: str, tail: str = "") -> str:
+        return f"{indent}modified: {stamp}{tail}{cr}"
+
+    found = [
+        k
+        for k, ln in enumerate(lines)
+        if 0 < k < len(lines) - 1 and _MODIFIED_LINE.match(ln.removesuffix("\r"))
+    ]
+    if len(found) > 1 or (not found and "modified" in before.metadata):
+        return None
+    if found:
+        at = found[0]
+        indent, rest = _modified_parts(lines[at].removesuffix("\r"))
+        new_lines: list[str] | None = [*lines[:at], line(indent, rest), *lines[at + 1 :]]
+    else:
+        new_lines = _insert_modified(lines, line)
+    if new_lines is None:
+        return None
+    result = "\n".join(new_lines) + text[head_end:]
+    after = _read_stampable(result, literal=False)
+    refenced = _CC_FENCED.match(result)
+    expected = {**before.metadata, "modified": stamp}
+    if (
+        after is None
+        or refenced is None
+        or (after.name, after.description) != (before.name, before.description)
+        or after.metadata != expected
+        or result[refenced.end() :] != text[head_end:]
+    ):
+        return None
+    return result
+
+
+def _modified_parts(line: str) -> tuple[str, str]:
+    """A ``modified:`` line's indentation, and the comment after its value to keep."""
+    match = _MODIFIED_LINE.match(line)
+    assert match is not None
+    value = match.group(2)
+    if re.match(r"[\"']", value.lstrip()):
+        return match.group(1), ""
+    comment = _COMMENT_TAIL.search(value)
+    return match.group(1), comment.group(1) if comment else ""
+
+
+def _insert_modified(lines: list[str], line: Callable[[str], str]) -> list[str] | None:
+    """``lines`` with a ``modified:`` line at the end of the metadata block, or the header."""
+    plain = [ln.removesuffix("\r") for ln in lines]
+    key = next((k for k, ln in enumerate(plain) if k > 0 and _METADATA_KEY.match(ln)), -1)
+    block = next((k for k, ln in enumerate(plain) if k > 0 and _METADATA_BLOCK.fullmatch(ln)), -1)
+    if key != -1 and block == -1:
+        return None  # metadata written inline, `metadata: {...}`: no line to add to
+    if block == -1:
+        fence = max((k for k, ln in enumerate(plain) if ln.strip() == "---"), default=-1)
+        return [*lines[:fence], line(""), *lines[fence:]] if fence > 0 else None
+    end = block + 1
+    while end < len(plain) - 1:
+        if _INDENTED.match(plain[end]):
+            end += 1
+            continue
+        if _BLANK_OR_COMMENT.fullmatch(plain[end]):
+            ahead = end + 1
+            while ahead < len(plain) - 1 and _BLANK_OR_COMMENT.fullmatch(plain[ahead]):
+                ahead += 1
+            if ahead < len(plain) - 1 and _INDENTED.match(plain[ahead]):
+                end = ahead
+                continue
+        break
+    child = next(
+        (
+            ln
+            for ln in plain[block + 1 : end]
+            if _INDENTED.match(ln) and not _BLANK_OR_COMMENT.fullmatch(ln)
+        ),
+        None,
+    )
+    indent = re.match(r"\s+", child).group(0) if child else "  "  # type: ignore[union-attr]
+    return [*lines[:end], line(indent), *lines[end:]]
+
+
+# --- Claude Code's YAML serialiser -----------------------------------------------------------
+#
+# Claude Code prints frontmatter with Bun's YAML.stringify(value, null, 2). The rules below
+# are that serialiser's, checked against the output of the Claude Code 2.1.332 binary for
+# some nine hundred strings (tests/store/test_claude_code_yaml.py keeps them): which text
+# goes double-quoted, how it is escaped, how numbers print, how maps and lists nest, and
+# JavaScript's key order. Where Bun would write something memdir's reader could not read
+# back as the same value (a lone surrogate, which has no UTF-8 form), memdir quotes or
+# escapes it instead: exactness of the value wins over sameness of the bytes.
+
+_KEYWORDS: Final = frozenset(
+    """true True TRUE false False FALSE yes Yes YES no No NO on On ON off Off OFF n N y Y
+    null Null NULL ~ .inf .Inf .INF .nan .NaN .NAN +.inf +.Inf +.INF""".split()  # noqa: SIM905
+)
+_FIRST_QUOTED: Final = frozenset(map(ord, "&*?|-<>!%@:,[]{}#'\"` \t\n\r")) | {0xFEFF}
+_ANYWHERE_QUOTED: Final = frozenset(map(ord, "{}[],#`'"))
+_SPACES: Final = frozenset((0x20, 0x09, 0x0A, 0x0D))
+_MARKER_END: Final = _SPACES | frozenset(map(ord, "[]{},"))
+_HEX_LETTERS: Final = frozenset(map(ord, "abcdfABCDF"))
+_ESCAPES: Final = {
+    0x00: "\\0",
+    0x07: "\\a",
+    0x08: "\\b",
+    0x09: "\\t",
+    0x0A: "\\n",
+    0x0B: "\\v",
+    0x0C: "\\f",
+    0x0D: "\\r",
+    0x1B: "\\e",
+    0x22: '\\"',
+    0x5C: "\\\\",
+    0x7F: "\\x7f",
+    0x85: "\\N",
+    0xA0: "\\_",
+    0x2028: "\\L",
+    0x2029: "\\P",
+}
+# Keys JavaScript orders first, ascending: canonical array indices (0 to 2**32 - 2).
+_ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")
+_MAX_ARRAY_INDEX = 2**32 - 2
+
+
+def _utf16_units(text: str) -> list[int]:
+    """``text`` as JavaScript holds it: UTF-16 code units (Bun's rules index those)."""
+    units = array.array("H", text.encode("utf-16-le", "surrogatepass"))
+    if sys.byteorder == "big":
+        units.byteswap()
+    return units.tolist()
+
+
+def _looks_numeric(units: Sequence[int]) -> bool:
+    """Whether Bun reads ``units`` as a number-like word that must be quoted."""
+    minus = exponent = dot = False
+    base = "dec"
+    leading = True  # only signs so far: a 0 here may open 0x / 0o
+    i = 0
+    while True:
+        c = units[i]
+        if c == 0x2E:  # .
+            if dot or base != "dec":
+                return False
+            dot, leading = True, False
+        elif c == 0x2B:  # +
+            if base == "hex":
+                return False
+        elif c == 0x2D:  # -
+            if minus:
+                return False
+            minus = True
+        elif c == 0x30 and leading:  # 0
+            leading = False
+            if i + 1 < len(units) and units[i + 1] in (0x78, 0x58, 0x6F, 0x4F):
+                base = "hex" if units[i + 1] in (0x78, 0x58) else "oct"
+                i += 2
+                if i >= len(units):
+                    return False
+                continue
+        elif c in (0x65, 0x45):  # e E
+            if base != "hex":
+                if exponent:
+                    return False
+                exponent = True
+            leading = False
+        elif c in _HEX_LETTERS:
+            if base != "hex":
+                return False
+        elif 0x30 <= c <= 0x39:
+            leading = False
+        else:
+            return False
+        i += 1
+        if i >= len(units):
+            return True
+
+
+def _needs_quotes(text: str) -> bool:
+    """Whether Bun's serialiser double-quotes ``text``."""
+    units = _utf16_units(text)
+    count = len(units)
+    if not count:
+        return True
+    if units[-1] in _SPACES or units[-1] == 0x3A:
+        return True
+    if units[0] in _FIRST_QUOTED or text in _KEYWORDS:
+        return True
+    for i, c in enumerate(units):
+        if c in _ANYWHERE_QUOTED:
+            return True
+        if c == 0x3A:  # ":" before a blank
+            if i + 1 < count and units[i + 1] in _SPACES:
+                return True
+        elif c in (0x2D, 0x2E):  # "---" / "..." as a document marker
+            marker = i + 2 < count and units[i + 1] == c and units[i + 2] == c
+            if marker and (i + 3 >= count or units[i + 3] in _MARKER_END):
+                return True
+            if i == 0 and _looks_numeric(units):
+                return True
+        elif 0x30 <= c <= 0x39 or c == 0x2B:
+            if i == 0 and (c != 0x2B or count > 1) and _looks_numeric(units):
+                return True
+        elif c <= 0x1F or c in (0x22, 0x7F, 0x85, 0xA0, 0x2028, 0x2029):
+            return True
+    # A lone surrogate has no UTF-8 form: only an escape can write it.
+    return _LONE_SURROGATE.search(text) is not None
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _double_quoted(text: str) -> str:
+    out = ['"']
+    for char in text:
+        code = ord(char)
+        escape = _ESCAPES.get(code)
+        if escape is not None:
+            out.append(escape)
+        elif code < 0x20:
+            out.append(f"\\x{code:02x}")
+        elif 0xD800 <= code < 0xE000:
+            out.append(f"\\u{code:04x}")  # a lone surrogate: no UTF-8 form to write raw
+        else:
+            out.append(char)
+    out.append('"')
+    return "".join(out)
+
+
+def _yaml_string(text: str) -> str:
+    if _needs_quotes(text):
+        return _double_quoted(text)
+    if _core_tag(text) != _STR_TAG:
+        return _double_quoted(text)  # Bun would leave it plain; YAML 1.2 reads a non-string
+    if _PLAIN_SAFE.fullmatch(text):
+        return text  # letters, digits and punctuation PyYAML reads plainly anywhere
+    ok, loaded = _load_scalar(f"k: {text}")
+    if ok and loaded == {"k": text}:
+        return text
+    # Bun would leave it plain, but it would not read back as this text: quote it.
+    return _double_quoted(text)
+
+
+# Text made of these alone reads back as itself once Bun's rules let it stand plain.
+_PLAIN_SAFE = re.compile(r"[\w .,:/()@=~^$%&*!?+-]+")
+
+
+def _js_number(value: float) -> str:
+    """``value`` as Bun prints a JavaScript number (ECMAScript's Number::toString)."""
+    if math.isnan(value):
+        return ".nan"
+    if math.isinf(value):
+        return ".inf" if value > 0 else "-.inf"
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
+    if value.is_integer() and -(2**31) <= value < 2**31:
+        return str(int(value))  # held as an integer by the JavaScript engine
+    # repr gives the shortest digits that read back as the same double, as JavaScript
+    # does; only the layout around them differs.
+    mantissa, _, exp = repr(abs(value)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = whole + fraction.rstrip("0")
+    point = len(whole) + int(exp or "0")  # the decimal point sits after this many digits
+    stripped = digits.lstrip("0")
+    point -= len(digits) - len(stripped)
+    digits = stripped.rstrip("0")
+    sign = "-" if value < 0 else ""
+    count = len(digits)
+    if count <= point <= 21:
+        return sign + digits + "0" * (point - count)
+    if 0 < point <= 21:
+        return f"{sign}{digits[:point]}.{digits[point:]}"
+    if -6 < point <= 0:
+        return f"{sign}0.{'0' * -point}{digits}"
+    exponent = point - 1
+    shown = digits if count == 1 else f"{digits[0]}.{digits[1:]}"
+    return f"{sign}{shown}e{'+' if exponent >= 0 else '-'}{abs(exponent)}"
+
+
+def _js_key(key: object) -> str:
+    if isinstance(key, str):
+        return key
+    if key is None:
+        return "null"
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if isinstance(key, int):
+        return str(key)
+    if isinstance(key, float):
+        return _js_number(key)
+    raise UsageError(f"frontmatter key {key!r} cannot be written as YAML")
+
+
+def _js_ordered(mapping: Mapping[Any, Any]) -> list[tuple[str, Any]]:
+    """The entries in JavaScript's property order: array indices first, ascending."""
+    entries: dict[str, Any] = {}
+    for key, value in mapping.items():
+        entries[_js_key(key)] = value
+    indices = sorted(
+        (k for k in entries if _ARRAY_INDEX.fullmatch(k) and int(k) <= _MAX_ARRAY_INDEX),
+        key=int,
+    )
+    rest = [k for k in entries if k not in set(indices)]
+    return [(k, entries[k]) for k in (*indices, *rest)]
+
+
+def _opens_block(value: object) -> bool:
+    """Whether a value goes on the lines below its key: a non-empty map or list."""
+    return isinstance(value, Mapping | list | tuple) and len(value) > 0
+
+
+def _bun_yaml(value: object, indent: int = 0) -> str:
+    """``value`` as Bun's ``YAML.stringify(value, null, 2)`` prints it (no final newline)."""
+    out: list[str] = []
+    _emit(value, indent, out)
+    return "".join(out)
+
+
+def _emit(value: object, indent: int, out: list[str]) -> None:
+    if value is None:
+        out.append("null")
+    elif isinstance(value, bool):
+        out.append("true" if value else "false")
+    elif isinstance(value, int):
+        # Exact digits even past 2**53, where a JavaScript number would round.
+        out.append(str(value))
+    elif isinstance(value, float):
+        out.append(_js_number(value))
+    elif isinstance(value, str):
+        out.append(_yaml_string(value))
+    elif isinstance(value, list | tuple):
+        if not value:
+            out.append("[]")
+            return
+        for position, item in enumerate(value):
+            if position:
+                out.append("\n" + "  " * indent)
+            out.append("- ")
+            _emit(item, indent + 1, out)
+    elif isinstance(value, Mapping):
+        entries = _js_ordered(value)
+        if not entries:
+            out.append("{}")
+            return
+        for position, (key, item) in enumerate(entries):
+            if position:
+                out.append("\n" + "  " * indent)
+            out.append(_yaml_string(key))
+            if _opens_block(item):
+                out.append(":\n" + "  " * (indent + 1))
+            else:
+                out.append(": ")
+            _emit(item, indent + 1, out)
+    else:
+        raise UsageError(
+            f"frontmatter value of type {type(value).__name__} cannot be written as YAML"
+        )
+
+
+# --- the 2.1.88 layout's serialiser (PyYAML) -----------------------------------------------
 
 
 def _plain_ok(text: str) -> bool:
@@ -250,9 +1250,21 @@ class _Dumper(yaml.SafeDumper):
 
 def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
     # PyYAML's own choice is plain or single-quoted, which is exact for simple one-line
-    # text; anything else goes double-quoted, where every character has an escape.
-    style = None if _plain_ok(data) else '"'
+    # text under YAML 1.1. A plain scalar that YAML 1.2 reads otherwise (``1_000``) or the
+    # other way round goes double-quoted, where every character has an escape.
+    style = None if _plain_ok(data) and _plain_agrees(data) else '"'
     return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+def _plain_agrees(text: str) -> bool:
+    """Whether YAML 1.2 reads ``text`` unquoted as text wherever YAML 1.1 does."""
+    tag = _V11_RESOLVER.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
+    if tag != _STR_TAG:
+        return True  # PyYAML quotes it itself
+    return _core_tag(text) == _STR_TAG
+
+
+_V11_RESOLVER = yaml.resolver.Resolver()
 
 
 _Dumper.add_representer(str, _represent_str)

@@ -6,7 +6,15 @@ permission gate (:func:`memdir.permissions.auto_mem_can_use_tool`) decides which
 run, using :func:`is_read_only_command` for ``Bash``.
 """
 
-from memdir.tools._base import FileStamp, Tool, ToolContext, ToolError, ToolOutput, WriteGuard
+from memdir.tools._base import (
+    FileStamp,
+    MemoryFiles,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+    WriteGuard,
+)
 from memdir.tools._bash import BashTool
 from memdir.tools._builtin import builtin_tools
 from memdir.tools._files import EditTool, ReadTool, WriteTool
@@ -19,6 +27,7 @@ __all__ = [
     "FileStamp",
     "GlobTool",
     "GrepTool",
+    "MemoryFiles",
     "ReadTool",
     "Tool",
     "ToolContext",

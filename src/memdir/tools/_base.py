@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-__all__ = ["FileStamp", "Tool", "ToolContext", "ToolError", "ToolOutput", "WriteGuard"]
+from memdir.store import MemoryDir, MemoryFormat, stamp_memory_file
+
+__all__ = [
+    "FileStamp",
+    "MemoryFiles",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolOutput",
+    "WriteGuard",
+]
 
 WriteGuard: TypeAlias = Callable[[Path, str], str | None]
 """Judges a write from its real target and full new text: ``None`` allows it, a message
@@ -30,6 +41,48 @@ class FileStamp:
     size: int
 
 
+def _utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryFiles:
+    """How the file tools store memory files: as Claude Code stores them, or as written.
+
+    With ``format="current"``, a ``*.md`` file inside ``memory_dir`` whose text starts
+    with frontmatter is stored by :func:`~memdir.store.stamp_memory_file`: its
+    frontmatter rewritten in Claude Code's current layout (slug ``name``, ``metadata``
+    with ``node_type``, ``type``, ``originSessionId`` and ``modified``), the body kept
+    byte for byte, or only its ``modified:`` line updated when it is stamped already
+    (and always so under ``team/``, as Claude Code does). Files outside ``memory_dir``,
+    other files and text without frontmatter are stored exactly as given, and so is
+    everything with ``format="2.1.88"``.
+    """
+
+    memory_dir: MemoryDir
+    """The memory directory whose files are stamped (symlink-safe containment)."""
+    format: MemoryFormat = "current"
+    """``current``: stamp as Claude Code 2.1.332 does; ``2.1.88``: store as written."""
+    session_id: str | None = None
+    """The session the memories come from, written as ``originSessionId`` into a file
+    that has none; ``None`` (unknown) writes no ``originSessionId``."""
+    clock: Callable[[], datetime.datetime] = _utc_now
+    """The time written as ``modified`` (UTC)."""
+
+    def prepare(self, path: Path, text: str) -> str:
+        """The text to store at ``path`` (a real, resolved path) for a write of ``text``."""
+        if self.format != "current" or not path.name.endswith(".md"):
+            return text
+        if not self.memory_dir.is_memory_path(path):
+            return text
+        return stamp_memory_file(
+            text,
+            session_id=self.session_id,
+            now=self.clock(),
+            team=self.memory_dir.is_team_path(path),
+        )
+
+
 @dataclass(kw_only=True)
 class ToolContext:
     """State shared by the tool calls of one agent run (a fork gets a fresh one)."""
@@ -41,6 +94,9 @@ class ToolContext:
     """Asked by Write and Edit, just before writing, with the real target path and the
     file's complete new text; a message refuses the write (see
     :func:`memdir.permissions.memory_write_guard`)."""
+    memory_files: MemoryFiles | None = None
+    """How Write, Edit and the ``memory`` tool store memory files; ``None`` stores every
+    file exactly as written."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,7 +2,9 @@
 
 Write and Edit of an existing file follow Claude Code's rule: the file must have been Read
 in this run and be unchanged on disk since, so the model never overwrites text it has not
-seen. Every write goes through :func:`~memdir.store.atomic_write`.
+seen. Every write goes through :func:`~memdir.store.atomic_write`. A memory file is stored
+the way the run's :class:`~memdir.tools.MemoryFiles` says (by default for a memory
+directory: its frontmatter in Claude Code's current layout, stamped).
 
 The input checking and path resolution shared by all the builtin tools live here too.
 """
@@ -263,6 +265,9 @@ def _stat_target(tool: str, path: str, real: str) -> os.stat_result | None:
 
 def _store(tool: str, path: str, real: str, text: str, context: ToolContext) -> None:
     read_files = context.read_files
+    if context.memory_files is not None:
+        # Before the guard: what is judged is what will be on disk.
+        text = context.memory_files.prepare(Path(real), text)
     if context.write_guard is not None:
         # The final text and the real target, checked while no other write can run: what
         # two calls of one message produce together is judged, not each call alone.
