@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from memdir._cli import cli
@@ -277,3 +278,20 @@ def test_team_memory_end_to_end(tmp_path: Path) -> None:
     assert str(memory / "team") in out
     for name in team_files:
         assert f"]({name})" in out
+
+
+def test_memory_files_are_stored_as_claude_code_does_unless_told_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = write_session(tmp_path / "s.jsonl", TURNS[:1])
+    current, legacy = tmp_path / "current", tmp_path / "legacy"
+    assert run("extract", str(session), "--memory-dir", str(current))[0] == 0
+    monkeypatch.setenv("MEMDIR_MEMORY_FORMAT", "2.1.88")
+    assert run("extract", str(session), "--memory-dir", str(legacy))[0] == 0
+    stamped = parse_memory_file((current / "user_role.md").read_text())
+    assert stamped.metadata.get("node_type") == "memory"
+    assert stamped.type == "user"
+    assert stamped.origin_session_id == "sess-1"  # the session it came from
+    kept = parse_memory_file((legacy / "user_role.md").read_text())
+    assert kept.frontmatter.get("type") == "user"
+    assert "metadata" not in kept.frontmatter

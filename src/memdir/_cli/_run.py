@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from memdir._cli._recorded import recorded_host
@@ -12,7 +13,7 @@ from memdir.extract._planner import Mode
 from memdir.messages import Message
 from memdir.models import Model
 from memdir.state import SessionState, StateFile
-from memdir.store import MemoryDir
+from memdir.store import MemoryDir, MemoryFormat
 from memdir.telemetry import CollectingSink, Sink, fan_out
 from memdir.transcripts import Transcript
 
@@ -70,6 +71,16 @@ class TranscriptReport:
         return out
 
 
+MEMORY_FORMAT_ENV = "MEMDIR_MEMORY_FORMAT"
+
+
+def memory_format(env: Mapping[str, str] | None = None) -> MemoryFormat:
+    """``$MEMDIR_MEMORY_FORMAT``: ``2.1.88`` keeps memory files as the memory agent wrote
+    them; anything else (or nothing) stores them as today's Claude Code does."""
+    value = (os.environ if env is None else env).get(MEMORY_FORMAT_ENV, "")
+    return "2.1.88" if value.strip() == "2.1.88" else "current"
+
+
 def _epoch(stamp: str | None) -> float | None:
     """An ISO-8601 time as seconds since the epoch; None when absent or unreadable."""
     if not stamp:
@@ -123,7 +134,9 @@ async def extract_transcript(
     if not ends:
         return report
     collected = CollectingSink()
-    config = ExtractConfig(every_n_turns=1 if batch else every, team=team, mode=mode)
+    config = ExtractConfig(
+        every_n_turns=1 if batch else every, team=team, mode=mode, memory_format=memory_format()
+    )
     extractor = MemoryExtractor(memory, model, config, sink=fan_out(collected, sink))
     extractor.restore(saved.cursor, saved.turns_since_run, covered_at=_epoch(saved.updated))
 
