@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,23 +40,30 @@ MEMORY_TEXT = format_memory_file(
 )
 
 
-def _write_then_confirm(body: dict[str, Any]) -> Reply:
-    """Turn 1: write a memory file in memdir's format; turn 2: say so."""
-    if any(
-        block.get("type") == "tool_result"
-        for message in body["messages"]
-        if isinstance(message.get("content"), list)
-        for block in message["content"]
-    ):
-        return "Saved."
-    folder = memory_dir_in(body, Path("/"))
-    assert folder is not None, "the system prompt names no memory folder"
-    write = ToolUseBlock(
-        id="toolu_write_1",
-        name="Write",
-        input={"file_path": str(folder / "polars.md"), "content": MEMORY_TEXT},
-    )
-    return Message(role="assistant", content=(write,))
+def write_then_confirm(filename: str, text: str, done: str) -> Callable[[dict[str, Any]], Reply]:
+    """Turn 1: Write ``text`` to ``filename`` in the memory folder; turn 2: answer ``done``."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        if any(
+            block.get("type") == "tool_result"
+            for message in body["messages"]
+            if isinstance(message.get("content"), list)
+            for block in message["content"]
+        ):
+            return done
+        folder = memory_dir_in(body, Path("/"))
+        assert folder is not None, "the system prompt names no memory folder"
+        write = ToolUseBlock(
+            id="toolu_write_1",
+            name="Write",
+            input={"file_path": str(folder / filename), "content": text},
+        )
+        return Message(role="assistant", content=(write,))
+
+    return reply
+
+
+_write_then_confirm = write_then_confirm("polars.md", MEMORY_TEXT, "Saved.")
 
 
 @pytest.fixture(scope="module")
@@ -146,32 +154,14 @@ MEMDIR_WROTE = format_memory_file(
 )
 
 
-def _rewrite_then_confirm(body: dict[str, Any]) -> Reply:
-    """Turn 1: Write the memory file again with the same text; turn 2: say so."""
-    if any(
-        block.get("type") == "tool_result"
-        for message in body["messages"]
-        if isinstance(message.get("content"), list)
-        for block in message["content"]
-    ):
-        return "Done."
-    folder = memory_dir_in(body, Path("/"))
-    assert folder is not None
-    write = ToolUseBlock(
-        id="toolu_rewrite_1",
-        name="Write",
-        input={"file_path": str(folder / "deploys.md"), "content": MEMDIR_WROTE},
-    )
-    return Message(role="assistant", content=(write,))
-
-
 def test_a_memory_memdir_wrote_changes_only_its_stamp_when_the_cli_rewrites_it(
     claude_cli: ClaudeCli,
 ) -> None:
     folder = MemoryDir(default_memory_dir(claude_cli.project, env=claude_cli.env()))
     folder.write("deploys.md", MEMDIR_WROTE)
 
-    claude_cli.run("Keep the deploy memory as it is.", replies=_rewrite_then_confirm)
+    rewrite = write_then_confirm("deploys.md", MEMDIR_WROTE, "Done.")
+    claude_cli.run("Keep the deploy memory as it is.", replies=rewrite)
 
     after = (folder.root / "deploys.md").read_text(encoding="utf-8")
     stamp = re.compile(r"^  modified: .*$", re.M)

@@ -15,10 +15,10 @@ from memdir.extract import ExtractConfig, MemoryExtractor, MemorySaved, TurnCont
 from memdir.fork import CacheSafeParams
 from memdir.messages import Message, ToolUseBlock
 from memdir.models import ModelRequest
-from memdir.store import memory_slug, parse_memory_file
 from memdir.telemetry import Event
 from memdir.testing import FunctionModel
 from memdir.tools import builtin_tools
+from tests.memory_files import same_memory
 
 MEMORY_FILE = "---\nname: {name}\ndescription: about {name}\ntype: user\n---\n\nbody\n"
 
@@ -649,15 +649,3 @@ def test_malformed_tool_input_in_the_host_conversation_does_not_block_extraction
 
     asyncio.run(main())
     assert rec.names() == ["extract.run"]
-
-
-def same_memory(stored: str, written: str) -> bool:
-    """Whether ``stored`` is ``written`` as memdir stores it (Claude Code's layout)."""
-    a, b = parse_memory_file(stored), parse_memory_file(written)
-    assert b.name is not None
-    return (a.name, a.description, a.type, a.body) == (
-        memory_slug(b.name),
-        b.description,
-        b.type,
-        b.body,
-    )

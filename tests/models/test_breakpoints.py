@@ -11,9 +11,9 @@ from memdir.fork import CacheSafeParams
 from memdir.messages import Message, ToolUseBlock
 from memdir.models import AnthropicModel, ModelRequest, RetryPolicy
 from memdir.models._anthropic import MAX_BREAKPOINTS, breakpoint_count
-from memdir.store import memory_slug, parse_memory_file
 from memdir.telemetry import CollectingSink
 from memdir.testing import FakeAnthropicServer, Fault
+from tests.memory_files import same_memory
 
 ONE_HOUR = {"type": "ephemeral", "ttl": "1h"}
 FIVE_MINUTES = {"type": "ephemeral"}
@@ -188,15 +188,3 @@ def test_a_refused_request_says_why(tmp_path: Path) -> None:
     assert "HTTP 400" in error.fields["reason"]
     assert "prompt is too long: 210000 tokens" in error.fields["reason"]
     assert "\n" not in error.fields["reason"]
-
-
-def same_memory(stored: str, written: str) -> bool:
-    """Whether ``stored`` is ``written`` as memdir stores it (Claude Code's layout)."""
-    a, b = parse_memory_file(stored), parse_memory_file(written)
-    assert b.name is not None
-    return (a.name, a.description, a.type, a.body) == (
-        memory_slug(b.name),
-        b.description,
-        b.type,
-        b.body,
-    )

@@ -254,14 +254,7 @@ class MemoryExtractor:
             try:
                 if await self._stamped_by_session(pending.turn, messages, start):
                     with self._lock:
-                        self.cursor = messages[-1].uuid
-                        self._covered_at = self._clock()
-                    emit(
-                        self.sink,
-                        "extract.skipped_direct_write",
-                        message_count=new_count,
-                        source="origin_session",
-                    )
+                        self._skip_direct_write(messages, new_count, "origin_session")
                 else:
                     await self._run(pending, messages, start, new_count, started)
             finally:
@@ -291,15 +284,7 @@ class MemoryExtractor:
             new = messages[start:]
             new_count = len(model_visible(new))
             if self._wrote_memory(new, pending.turn.cwd):
-                if messages:
-                    self.cursor = messages[-1].uuid
-                    self._covered_at = self._clock()
-                emit(
-                    self.sink,
-                    "extract.skipped_direct_write",
-                    message_count=new_count,
-                    source="tool_call",
-                )
+                self._skip_direct_write(messages, new_count, "tool_call")
                 return None
             if not pending.trailing:
                 self._turns_since_run += 1
@@ -315,6 +300,14 @@ class MemoryExtractor:
             self._turns_since_run = 0
             self._in_progress = True
         return messages, start, new_count
+
+    def _skip_direct_write(self, messages: Sequence[Message], new_count: int, source: str) -> None:
+        """The turn's memory was saved by another agent: cover it without a run (the
+        caller holds the lock)."""
+        if messages:
+            self.cursor = messages[-1].uuid
+            self._covered_at = self._clock()
+        emit(self.sink, "extract.skipped_direct_write", message_count=new_count, source=source)
 
     def _start_after_cursor(self, messages: Sequence[Message]) -> int:
         """The index after the cursor's message; 0 when there is none or it is gone."""
