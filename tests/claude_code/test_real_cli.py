@@ -127,6 +127,8 @@ def test_memdir_loads_the_cli_transcript(write_run: CliRun) -> None:
     transcript = load_transcript(write_run.transcript)
 
     assert transcript.format == "claude-code"
+    # Every line type today's CLI writes is known: nothing skipped, nothing warned about.
+    assert transcript.skipped == ()
     assert transcript.session_id == write_run.session_id
     assert transcript.cwd == str(write_run.cwd.resolve())
     roles = [m.role for m in transcript.messages]
