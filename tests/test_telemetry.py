@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -459,3 +460,37 @@ def test_emit_swallows_a_raising_sink(caplog: pytest.LogCaptureFixture) -> None:
     (record,) = caplog.records
     assert "extract.run" in record.getMessage()
     assert record.exc_info is not None
+
+
+def test_a_failed_run_is_logged_when_no_sink_was_given(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A user who passed no sink still learns that, and why, a run failed.
+    from memdir.errors import ModelError
+    from memdir.extract import MemoryExtractor, TurnContext
+    from memdir.messages import Message
+    from memdir.testing import FunctionModel
+
+    def refuse(request: object) -> str:
+        raise ModelError("anthropic:claude-sonnet-4-5: HTTP 401: invalid x-api-key")
+
+    extractor = MemoryExtractor(tmp_path / "memory", FunctionModel(refuse))
+
+    async def main() -> None:
+        extractor.on_turn_end(
+            TurnContext(messages=(Message.user("I'm Ana."), Message.assistant("Hi Ana.")))
+        )
+        await extractor.drain()
+
+    with caplog.at_level(logging.WARNING, logger="memdir"):
+        asyncio.run(main())
+    (record,) = [r for r in caplog.records if r.name == "memdir"]
+    assert record.levelno == logging.WARNING
+    assert record.getMessage().startswith("extract.error ")
+    assert "HTTP 401: invalid x-api-key" in record.getMessage()
+
+
+def test_other_events_without_a_sink_stay_quiet(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="memdir"):
+        emit(None, "extract.run", message_count=2)
+    assert caplog.records == []

@@ -99,7 +99,6 @@ async def extract_session(
     from memdir._cli._run import extract_transcript
     from memdir.models import resolve_model
     from memdir.store import MemoryDir
-    from memdir.telemetry import CollectingSink
 
     owned = model is None or isinstance(model, str)  # a model passed in is the caller's
     if isinstance(model, str) or model is None:
@@ -107,16 +106,12 @@ async def extract_session(
         if fell_back:
             log.line("no model provider configured: using the offline rule-based model")
         model = resolve_model(spec, base_url=base_url)
-    sink = CollectingSink()
     try:
-        report = await extract_transcript(
-            transcript, MemoryDir(memory_root), model, mode=mode, sink=sink
-        )
+        report = await extract_transcript(transcript, MemoryDir(memory_root), model, mode=mode)
     finally:
         if owned:
             await close_model(model)
-    for event in sink.named("extract.error"):
-        reason = event.fields.get("reason") or event.fields.get("error_type") or "unknown"
+    for reason in report.error_reasons:
         log.line(f"run failed (retried next time): {reason}")
     if report.turns:
         log.line(f"host request: {report.host_request}")

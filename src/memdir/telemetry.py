@@ -58,8 +58,16 @@ Sink: TypeAlias = Callable[[Event], object]
 
 
 def emit(sink: Sink | None, name: str, **fields: Any) -> None:
-    """Send an event to ``sink``, if any; a sink that raises is logged and ignored."""
+    """Send an event to ``sink``; a sink that raises is logged and ignored.
+
+    Without a sink, failures (``*.error``, ``*.failed``) still go to the ``memdir``
+    logger at WARNING, as :class:`LoggingSink` writes them, so that a failed run is never
+    silent: with no logging configured, Python prints them on stderr. Other events are
+    dropped.
+    """
     if sink is None:
+        if _is_failure(name):
+            LoggingSink()(Event(name=name, fields=fields))
         return
     try:
         sink(Event(name=name, fields=fields))

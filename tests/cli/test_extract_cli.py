@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from memdir._cli import cli
 from memdir.state import StateFile
 from memdir.store import MemoryDir, contains_secret, default_memory_dir, parse_memory_file
+from memdir.testing import FakeAnthropicServer, Fault
 from tests.cli.conftest import TURNS, append_turns, report, write_session
 
 
@@ -295,3 +296,44 @@ def test_memory_files_are_stored_as_claude_code_does_unless_told_otherwise(
     kept = parse_memory_file((legacy / "user_role.md").read_text())
     assert kept.frontmatter.get("type") == "user"
     assert "metadata" not in kept.frontmatter
+
+
+def test_a_failed_run_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    session = write_session(tmp_path / "s.jsonl", TURNS[:1])
+    refused = Fault(
+        status=401,
+        body={
+            "type": "error",
+            "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+        },
+    )
+    with FakeAnthropicServer(handler=lambda body: refused) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-wrong")
+        code, out, err = run(
+            "extract",
+            str(session),
+            "--model",
+            "anthropic:claude-sonnet-4-5",
+            "--base-url",
+            server.base_url,
+            "--memory-dir",
+            str(tmp_path / "m"),
+        )
+        code_json, out_json, _ = run(
+            "extract",
+            str(session),
+            "--model",
+            "anthropic:claude-sonnet-4-5",
+            "--base-url",
+            server.base_url,
+            "--memory-dir",
+            str(tmp_path / "m"),
+            "--json",
+        )
+    assert code == 1
+    assert "1 run(s) failed: " in out
+    assert "HTTP 401: invalid x-api-key" in out
+    assert code_json == 1
+    (report,) = json.loads(out_json)["transcripts"]
+    assert report["errors"] == 1
+    assert report["error_reasons"] == ["anthropic:claude-sonnet-4-5: HTTP 401: invalid x-api-key"]

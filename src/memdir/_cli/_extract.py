@@ -59,7 +59,11 @@ def _summary(report: TranscriptReport) -> str:
         f" · output tokens {report.output_tokens}",
     ]
     if report.errors:
-        lines.append(f"  {report.errors} run(s) failed; those turns will be retried next time")
+        reasons = sorted(set(report.error_reasons))
+        why = f": {reasons[0]}" if len(reasons) == 1 else ""
+        lines.append(f"  {report.errors} run(s) failed{why}; those turns will be retried next time")
+        if len(reasons) > 1:
+            lines.extend(f"    {reason}" for reason in reasons)
     for line, reason in report.skipped_lines:
         lines.append(f"  skipped line {line}: {reason}")
     lines.extend(f"  saved {path}" for path in report.saved_paths)

@@ -56,6 +56,8 @@ class TranscriptReport:
     """How each run went: ``fork`` or ``standalone``."""
     plans: list[str] = field(default_factory=list)
     """Why each run went that way, with both estimated costs."""
+    error_reasons: list[str] = field(default_factory=list)
+    """Why each failed run failed, one line each."""
 
     @property
     def cache_share(self) -> float:
@@ -184,4 +186,6 @@ async def extract_transcript(
             )
         elif event.name == "extract.error":
             report.errors += 1
+            reason = event.fields.get("reason") or event.fields.get("error_type") or "unknown"
+            report.error_reasons.append(str(reason))
     return report
