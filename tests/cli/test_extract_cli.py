@@ -337,3 +337,37 @@ def test_a_failed_run_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     (report,) = json.loads(out_json)["transcripts"]
     assert report["errors"] == 1
     assert report["error_reasons"] == ["anthropic:claude-sonnet-4-5: HTTP 401: invalid x-api-key"]
+
+
+@pytest.mark.parametrize(
+    ("model", "needs"),
+    [("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"), ("openai:gpt-4o", "OPENAI_API_KEY")],
+)
+def test_a_provider_without_credentials_is_refused_before_anything_is_written(
+    tmp_path: Path, model: str, needs: str
+) -> None:
+    session = write_session(tmp_path / "s.jsonl", TURNS[:1])
+    memory = tmp_path / "m"
+    code, out, err = run("extract", str(session), "--model", model, "--memory-dir", str(memory))
+    assert code == 2
+    assert out == ""
+    assert err.strip().count("\n") == 0
+    assert needs in err
+    assert not memory.exists()
+
+
+def test_a_memory_dir_that_cannot_be_a_folder_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = write_session(tmp_path / "s.jsonl", TURNS[:1])
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a folder")
+    code, _, err = run(
+        "extract", str(session), "--model", "offline", "--memory-dir", str(blocker / "sub")
+    )
+    assert (code, err.count("\n")) == (2, 1)
+    assert "is a file, not a folder" in err
+    monkeypatch.setenv("MEMDIR_DIR", str(blocker))
+    code, _, err = run("extract", str(session), "--model", "offline")
+    assert (code, err.count("\n")) == (2, 1)
+    assert blocker.read_text() == "not a folder"

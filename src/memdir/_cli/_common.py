@@ -55,6 +55,9 @@ def choose_model(option: str | None, base_url: str | None, *, quiet: bool = Fals
         model = resolve_model(spec, base_url=base_url)
     except MemdirError as exc:
         fail(str(exc))
+    missing = missing_credentials(spec, base_url)
+    if missing is not None:
+        fail(missing)
     if fell_back and not quiet:
         click.echo(
             "memdir: no model provider configured (set ANTHROPIC_API_KEY or OPENAI_API_KEY, "
@@ -64,14 +67,47 @@ def choose_model(option: str | None, base_url: str | None, *, quiet: bool = Fals
     return model
 
 
+def missing_credentials(
+    spec: str, base_url: str | None, env: Mapping[str, str] | None = None
+) -> str | None:
+    """Why ``spec`` cannot reach its provider for lack of credentials, or None.
+
+    Checked before anything is written, the same way for each provider: a run that could
+    only fail would otherwise leave state behind and report failures to retry.
+    """
+    env = os.environ if env is None else env
+    provider = spec.partition(":")[0]
+    if provider == "anthropic" and not (
+        env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")
+    ):
+        return f"{spec} needs a key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)"
+    if provider == "openai" and not (env.get("OPENAI_API_KEY") or base_url):
+        return f"{spec} needs a key: set OPENAI_API_KEY, or --base-url for a local server"
+    return None
+
+
+def usable_memory_dir(path: Path) -> str | None:
+    """Why ``path`` cannot be a memory directory (a file in the way), or None."""
+    for candidate in (path, *path.parents):
+        if candidate.exists() or candidate.is_symlink():
+            if not candidate.is_dir():
+                what = "it" if candidate == path else str(candidate)
+                return f"{path} cannot be a memory directory: {what} is a file, not a folder"
+            return None
+    return None
+
+
 def choose_memory_dir(option: Path | None, project: str | None) -> MemoryDir:
-    """``--memory-dir``, else ``$MEMDIR_DIR``, else Claude Code's folder for ``project``."""
-    if option is not None:
-        return MemoryDir(option)
+    """``--memory-dir``, else ``$MEMDIR_DIR``, else Claude Code's folder for ``project``;
+    stops with one line when that cannot be a folder."""
     try:
-        return MemoryDir(default_memory_dir(project or os.getcwd()))
+        chosen = option if option is not None else default_memory_dir(project or os.getcwd())
     except MemdirError as exc:
         fail(str(exc))
+    problem = usable_memory_dir(Path(chosen))
+    if problem is not None:
+        fail(problem)
+    return MemoryDir(chosen)
 
 
 def print_json(value: Any) -> None:
