@@ -17,14 +17,16 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["HookOptions", "parse_options", "run", "start"]
+__all__ = ["ANSWER_TAIL_CHARS", "HookOptions", "job_from", "parse_options", "run", "start"]
 
 # The events memdir acts on. Claude Code runs Stop hooks after the main agent's answer;
 # a settings file that points other events here gets nothing done.
 _EVENTS = frozenset({"Stop"})
-# As memdir._hook_worker.ANSWER_TAIL_CHARS (not imported: that module is not light).
-_ANSWER_TAIL_CHARS = 200
+ANSWER_TAIL_CHARS = 200
+"""How much of the hook's ``last_assistant_message`` a job carries: enough for the
+worker to tell when the transcript holds that answer."""
 
 
 @dataclass(frozen=True)
@@ -87,36 +89,45 @@ def _notice(message: str) -> None:
     sys.stderr.write(f"memdir hook: {message}\n")
 
 
-def start(payload: object, options: HookOptions, *, env: Mapping[str, str] | None = None) -> None:
-    """Start the extraction for a Stop hook's input, detached; wait ``options.timeout``.
-
-    Ignored quietly: another event than ``Stop``, and ``stop_hook_active: true`` (Claude
-    Code is already continuing because of a Stop hook). Never raises.
-    """
-    if not isinstance(payload, dict):
-        _notice("stdin is not a JSON object; nothing done")
-        return
+def job_from(payload: object, options: HookOptions) -> dict[str, Any] | str | None:
+    """The worker's job for a Stop hook's input: None when the input is to be ignored
+    (another event than ``Stop``, or ``stop_hook_active: true``: Claude Code is already
+    going on because of a Stop hook), a one-line reason when it cannot be used."""
+    if not isinstance(payload, Mapping):
+        return "stdin is not a JSON object; nothing done"
     event = payload.get("hook_event_name", "Stop")
     if event not in _EVENTS or payload.get("stop_hook_active") is True:
-        return
+        return None
     transcript = payload.get("transcript_path")
     if not isinstance(transcript, str) or not transcript:
-        _notice("no transcript_path in the hook's input; nothing done")
-        return
+        return "no transcript_path in the hook's input; nothing done"
     cwd = payload.get("cwd")
     session = payload.get("session_id")
     answer = payload.get("last_assistant_message")
-    job = {
+    return {
         "transcript_path": transcript,
         "cwd": cwd if isinstance(cwd, str) else None,
         "session_id": session if isinstance(session, str) else None,
         # Enough of the answer to tell when the transcript holds it (see load_settled).
-        "answer_tail": answer[-_ANSWER_TAIL_CHARS:] if isinstance(answer, str) else None,
+        "answer_tail": answer[-ANSWER_TAIL_CHARS:] if isinstance(answer, str) else None,
         "memory_dir": options.memory_dir,
         "model": options.model,
         "base_url": options.base_url,
         "mode": options.mode,
     }
+
+
+def start(payload: object, options: HookOptions, *, env: Mapping[str, str] | None = None) -> None:
+    """Start the extraction for a Stop hook's input, detached; wait ``options.timeout``.
+
+    What :func:`job_from` ignores is ignored quietly. Never raises.
+    """
+    job = job_from(payload, options)
+    if job is None:
+        return
+    if isinstance(job, str):
+        _notice(job)
+        return
     workdir = job["cwd"] if job["cwd"] and os.path.isdir(job["cwd"]) else None
     try:
         child = subprocess.Popen(

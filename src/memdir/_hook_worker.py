@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from memdir.errors import MemdirError
+from memdir._hook_entry import ANSWER_TAIL_CHARS
+from memdir.errors import MemdirError, one_line
 
 if TYPE_CHECKING:
     from memdir.extract._planner import Mode
@@ -37,9 +38,6 @@ __all__ = [
     "run_job",
 ]
 
-# A line of the log says what happened; a model's error text can be long.
-_REASON_CHARS = 300
-
 
 class HookLog:
     """``.memdir/hook.log``: timestamped lines, appended and flushed one at a time."""
@@ -48,16 +46,11 @@ class HookLog:
         self._stream = stream
 
     def line(self, message: str) -> None:
-        stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
-        text = " ".join(message.split())
-        self._stream.write(f"{stamp.replace('+00:00', 'Z')} {text}\n")
+        from memdir.store import iso_timestamp
+
+        stamp = iso_timestamp(datetime.datetime.now(datetime.UTC))
+        self._stream.write(f"{stamp} {' '.join(message.split())}\n")
         self._stream.flush()
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    text = " ".join(text.split())
-    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 1] + "…"
 
 
 def open_log(memory_root: Path) -> TextIO:
@@ -93,7 +86,8 @@ async def extract_session(
     mode: Mode = "auto",
 ) -> int:
     """Save memories from the turns of ``transcript`` since its saved cursor, logging to
-    ``log``; 0 when every run succeeded, 1 otherwise. ``model`` is a model, a spec, or
+    ``log``; 0 when every run succeeded, 1 when one failed, 2 when none could start (no
+    credentials for the provider). ``model`` is a model, a spec, or
     None for the default (``$MEMDIR_MODEL``, then the provider whose key is set)."""
     from memdir._cli._common import close_model, missing_credentials, model_spec
     from memdir._cli._run import extract_transcript
@@ -135,8 +129,6 @@ async def extract_session(
 
 # How long to wait for Claude Code to finish writing the turn the hook was called for.
 _SETTLE_SECONDS = 15.0
-ANSWER_TAIL_CHARS = 200
-"""How much of the hook's ``last_assistant_message`` the job carries, to recognise it."""
 
 
 def load_settled(
@@ -161,9 +153,8 @@ def load_settled(
         if path.exists() or last_try:
             transcript = load_transcript(path)
             answers = [m for m in transcript.messages if m.role == "assistant" and m.text]
-            if wanted is None or (answers and answers[-1].text.strip().endswith(wanted)):
-                return transcript
-            if last_try:
+            written = answers and answers[-1].text.strip().endswith(wanted or "")
+            if wanted is None or written or last_try:
                 return transcript
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
         delay = min(delay * 2, 1.0)
@@ -174,7 +165,7 @@ def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
     try:
         memory_root = memory_root_for(job)
     except MemdirError as exc:
-        sys.stderr.write(f"memdir hook: {_reason(exc)}\n")
+        sys.stderr.write(f"memdir hook: {one_line(exc)}\n")
         return 2
     try:
         handle = stream if stream is not None else open_log(memory_root)
@@ -200,10 +191,10 @@ def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
             )
         )
     except MemdirError as exc:
-        log.line(f"extraction failed: {_reason(exc)}")
+        log.line(f"extraction failed: {one_line(exc)}")
         return 1
     except Exception as exc:  # the log is the only place anyone will look
-        log.line(f"extraction failed: {type(exc).__name__}: {_reason(exc)}")
+        log.line(f"extraction failed: {type(exc).__name__}: {one_line(exc)}")
         return 1
     finally:
         if stream is None:

@@ -14,7 +14,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["MemdirError", "ModelError", "StoreError", "TranscriptError", "UsageError"]
+__all__ = [
+    "MemdirError",
+    "ModelError",
+    "StoreError",
+    "TranscriptError",
+    "UsageError",
+    "one_line",
+]
+
+REASON_CHARS = 300
+"""The most a reported reason may take: one line of a log or a telemetry field."""
+
+
+def one_line(exc: BaseException) -> str:
+    """Why ``exc`` happened as one line of at most :data:`REASON_CHARS` characters: its
+    message with line breaks folded (its type's name when it has none), cut at the end."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 3] + "..."
 
 
 class MemdirError(Exception):

@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from memdir.errors import one_line
 from memdir.extract._run import Runner, RunOutcome
 from memdir.extract._types import ExtractConfig, MemorySaved, Notify, PendingTurn, TurnContext
 from memdir.messages import Message, model_visible
@@ -379,7 +380,7 @@ class MemoryExtractor:
                     "extract.error",
                     duration_ms=_ms(started),
                     error_type=type(exc).__name__,
-                    reason=_reason(exc),
+                    reason=one_line(exc),
                 )
                 return
             if outcome.end > 0:
@@ -454,12 +455,6 @@ def stamped_since(memory: MemoryDir, session: str, since: float) -> bool:
             if isinstance(metadata, Mapping) and metadata.get("originSessionId") == session:
                 return True
     return False
-
-
-def _reason(exc: BaseException) -> str:
-    """One line on why a run failed, short enough for a log line."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _ms(started: float) -> int:

@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memdir._hook_entry import HookOptions, job_from
 from memdir._hook_worker import (
-    ANSWER_TAIL_CHARS,
     HookLog,
     extract_session,
     load_settled,
@@ -93,19 +93,10 @@ class MemdirStopHook:
 
         Other events, and a ``Stop`` with ``stop_hook_active`` set, are ignored.
         """
-        if input_data.get("hook_event_name") != "Stop" or input_data.get("stop_hook_active"):
+        folder = str(self.memory_dir) if self.memory_dir is not None else None
+        job = job_from(input_data, HookOptions(memory_dir=folder))
+        if not isinstance(job, dict):
             return {}
-        transcript = input_data.get("transcript_path")
-        if not isinstance(transcript, str) or not transcript:
-            return {}
-        cwd = input_data.get("cwd")
-        answer = input_data.get("last_assistant_message")
-        job = {
-            "transcript_path": transcript,
-            "cwd": cwd if isinstance(cwd, str) else None,
-            "answer_tail": answer[-ANSWER_TAIL_CHARS:] if isinstance(answer, str) else None,
-            "memory_dir": str(self.memory_dir) if self.memory_dir is not None else None,
-        }
         task = asyncio.get_running_loop().create_task(self._extract(job))
         self._tasks.add(task)
         task.add_done_callback(self._finished)
