@@ -309,7 +309,7 @@ def test_a_failed_run_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     )
     with FakeAnthropicServer(handler=lambda body: refused) as server:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-wrong")
-        code, out, err = run(
+        args = [
             "extract",
             str(session),
             "--model",
@@ -318,18 +318,9 @@ def test_a_failed_run_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
             server.base_url,
             "--memory-dir",
             str(tmp_path / "m"),
-        )
-        code_json, out_json, _ = run(
-            "extract",
-            str(session),
-            "--model",
-            "anthropic:claude-sonnet-4-5",
-            "--base-url",
-            server.base_url,
-            "--memory-dir",
-            str(tmp_path / "m"),
-            "--json",
-        )
+        ]
+        code, out, _ = run(*args)
+        code_json, out_json, _ = run(*args, "--json")
     assert code == 1
     assert "1 run(s) failed: " in out
     assert "HTTP 401: invalid x-api-key" in out
