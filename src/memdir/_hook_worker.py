@@ -117,8 +117,13 @@ async def extract_session(
         f"session {report.session_id}: {report.turns} turn(s), {report.runs} run(s) "
         f"({', '.join(report.modes) or 'none'}), "
         f"{report.memories_saved} memory(ies) saved, {report.errors} failed; "
-        f"input {report.input_tokens + report.cache_creation_input_tokens} "
-        f"+ {report.cache_read_input_tokens} from cache, output {report.output_tokens} tokens"
+        + (
+            f"tokens estimated ~{report.input_tokens} in, ~{report.output_tokens} out "
+            "(the offline model calls no provider)"
+            if report.usage_estimated
+            else f"input {report.input_tokens + report.cache_creation_input_tokens} "
+            f"+ {report.cache_read_input_tokens} from cache, output {report.output_tokens} tokens"
+        )
     )
     for went, plan in zip(report.modes, report.plans, strict=False):
         log.line(f"{went}: {plan}")

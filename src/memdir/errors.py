@@ -20,6 +20,7 @@ __all__ = [
     "StoreError",
     "TranscriptError",
     "UsageError",
+    "error_info",
     "one_line",
 ]
 
@@ -43,7 +44,15 @@ class UsageError(MemdirError, ValueError):
 
 
 class ModelError(MemdirError):
-    """The model provider failed, or answered with something that cannot be used."""
+    """The model provider failed, or answered with something that cannot be used.
+
+    ``status`` is the HTTP status the provider answered with, when it answered at all
+    (None for a refused connection, a timeout or an unusable answer).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class StoreError(MemdirError, OSError):
@@ -63,3 +72,22 @@ class TranscriptError(MemdirError):
         self.line = line
         where = f"{self.path}:{line}" if line is not None else str(self.path)
         super().__init__(f"{where}: {reason}")
+
+
+def error_info(exc: BaseException) -> dict[str, object]:
+    """``exc`` as a small JSON object for machines: ``kind`` (who is at fault: ``model``,
+    ``store``, ``usage``, ``transcript``, else ``internal``), ``status`` (the provider's
+    HTTP status, or None) and ``message`` (:func:`one_line`)."""
+    kinds: tuple[tuple[type[BaseException], str], ...] = (
+        (ModelError, "model"),
+        (StoreError, "store"),
+        (TranscriptError, "transcript"),
+        (UsageError, "usage"),
+    )
+    kind = next((name for cls, name in kinds if isinstance(exc, cls)), "internal")
+    status = getattr(exc, "status", None)
+    return {
+        "kind": kind,
+        "status": status if isinstance(status, int) else None,
+        "message": one_line(exc),
+    }

@@ -148,8 +148,9 @@ def test_ls_show_forget(tmp_path: Path) -> None:
     run("extract", str(session), "--memory-dir", str(memory))
     code, out, _ = run("ls", "--memory-dir", str(memory))
     assert code == 0
-    assert "[user]" in out
-    assert "user_role.md" in out
+    assert out.split("\n")[0].split() == ["name", "type", "age", "description"]
+    row = next(line for line in out.splitlines() if line.startswith("user-role "))
+    assert row.split()[1:4] == ["user", "just", "now"]
     code, out, _ = run("ls", "--memory-dir", str(memory), "--json")
     listed = json.loads(out)["memories"]
     assert {"user_role.md"} <= {m["file"] for m in listed}
@@ -157,7 +158,7 @@ def test_ls_show_forget(tmp_path: Path) -> None:
     code, out, _ = run("show", "user_role", "--memory-dir", str(memory))
     assert code == 0
     assert parse_memory_file(out).type == "user"
-    code, out, _ = run("forget", "user_role.md", "--memory-dir", str(memory))
+    code, out, _ = run("forget", "user_role.md", "--yes", "--memory-dir", str(memory))
     assert code == 0
     assert not (memory / "user_role.md").exists()
     assert "user_role.md" not in (memory / "MEMORY.md").read_text()
@@ -202,9 +203,9 @@ def test_bundled_session_offline_saves_memories_and_never_the_key(tmp_path: Path
     code, out, _ = run("extract", str(session), "--model", "offline", "--memory-dir", str(memory))
     assert code == 0
     assert "saved " in out
-    code, out, _ = run("ls", "--memory-dir", str(memory))
-    for kind in ("[user]", "[feedback]", "[project]", "[reference]"):
-        assert kind in out
+    code, out, _ = run("ls", "--memory-dir", str(memory), "--json")
+    kinds = {m["type"] for m in json.loads(out)["memories"]}
+    assert kinds == {"user", "feedback", "project", "reference"}
     files = [f for f in memory.rglob("*") if f.is_file()]
     assert files
     for file in files:

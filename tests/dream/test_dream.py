@@ -357,3 +357,106 @@ def test_the_prompt_asks_for_links_and_the_layout(tmp_path: Path) -> None:
     old = build_consolidation_prompt(str(tmp_path), format="2.1.88")
     assert "frontmatter with `name`, `description` and `type` (user" in old
     assert "`[[name]]`" in old
+
+
+def _trash_two(memory: Path, *, now: float) -> tuple[Path, Path]:
+    """Forget two memories: one at ``now``, one 29 days after it (the folders, returned)."""
+    from memdir.store import forget_memory
+
+    md = MemoryDir(memory)
+    memory.mkdir(parents=True, exist_ok=True)
+    (memory / "old.md").write_text("forgotten long ago\n", encoding="utf-8")
+    (memory / "recent.md").write_text("forgotten lately\n", encoding="utf-8")
+    return (
+        forget_memory(md, "old.md", now=now).path,
+        forget_memory(md, "recent.md", now=now + 29 * DAY).path,
+    )
+
+
+def test_a_pass_empties_the_trash_of_entries_a_week_old_by_its_clock(tmp_path: Path) -> None:
+    now = time.time()
+    old, recent = _trash_two(tmp_path / "memory", now=now)
+    sessions(tmp_path / "sessions", *[f"s{i}" for i in range(6)])
+    events: list[Event] = []
+    dream = dreamer(tmp_path, ScriptedModel(["Nothing to change."]), events)
+    # Thirty days on by the dream's clock: the first is 30 days old, the second one day.
+    assert asyncio.run(dream.maybe_run(now=now + 30 * DAY))
+    assert not old.exists()
+    assert recent.is_dir()
+    completed = [e for e in events if e.name == "dream.completed"]
+    assert completed[0].fields["trash_emptied"] == 1
+
+
+def test_a_closed_gate_leaves_the_trash_alone(tmp_path: Path) -> None:
+    now = time.time()
+    old, recent = _trash_two(tmp_path / "memory", now=now - 30 * DAY)
+    sessions(tmp_path / "sessions", "s1")  # too few sessions: no pass
+    dream = dreamer(tmp_path, ScriptedModel(["Nothing to change."]))
+    assert not asyncio.run(dream.maybe_run(now=now))
+    assert old.is_dir()
+    assert recent.is_dir()
+
+
+def test_offline_pass_keeps_the_newer_of_two_contradicting_memories(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    reasons = "\n\n**Why:** the release plan.\n**How to apply:** plan around it."
+    for name, fact, stamp in (
+        ("project_ship_date.md", "The ship date moved to 2026-12-07", "2026-11-27T10:00:00.000Z"),
+        ("project_release.md", "Release ships by 2026-12-04", "2026-11-20T10:00:00.000Z"),
+    ):
+        (memory / name).write_text(
+            format_memory_file(
+                name=fact,
+                description=fact,
+                type="project",
+                body=fact + "." + reasons,
+                origin_session_id="first-session",
+                modified=stamp,
+            ),
+            encoding="utf-8",
+        )
+    # Written last, so the newest file of all: the stamps, not the file times, tell the
+    # two ship dates apart.
+    (memory / "project_demo.md").write_text(
+        "---\nname: demo\ndescription: the customer demo\ntype: project\n---\n\n"
+        "The demo follows [[release-ships-by-2026-12-04]].\n",
+        encoding="utf-8",
+    )
+    (memory / "MEMORY.md").write_text(
+        "- [Release](project_release.md) — ships by 2026-12-04\n"
+        "- [Ship date](project_ship_date.md) — moved to 2026-12-07\n"
+        "- [Demo](project_demo.md) — the customer demo\n",
+        encoding="utf-8",
+    )
+    events: list[Event] = []
+    dream = AutoDream(memory, OfflineModel(), transcript_dir=None, sink=events.append)
+    notices: list[MemorySaved] = []
+    assert asyncio.run(dream.run(session_id=SESSION, notify=notices.append))
+
+    assert sorted(p.name for p in memory.glob("*.md")) == [
+        "MEMORY.md",
+        "project_demo.md",
+        "project_ship_date.md",
+    ]
+    # The retired file is gone, not "improved".
+    improved = {p.name for n in notices for p in n.paths}
+    assert improved <= {"project_demo.md", "project_ship_date.md"}
+    assert (memory / "MEMORY.md").read_text(encoding="utf-8") == (
+        "- [Ship date](project_ship_date.md) — moved to 2026-12-07\n"
+        "- [Demo](project_demo.md) — the customer demo\n"
+    )
+    kept = parse_memory_file((memory / "project_ship_date.md").read_text(encoding="utf-8"))
+    assert (kept.name, kept.description) == (
+        "the-ship-date-moved-to-2026-12-07",
+        "The ship date moved to 2026-12-07",
+    )
+    assert kept.origin_session_id == "first-session"
+    assert [line for line in kept.body.splitlines() if "2026-12-04" in line] == [
+        '**History:** was 2026-12-04 until it changed to 2026-12-07 ("Release ships by '
+        '2026-12-04.")'
+    ]
+    demo = parse_memory_file((memory / "project_demo.md").read_text(encoding="utf-8"))
+    assert demo.links == ("the-ship-date-moved-to-2026-12-07",)
+    completed = [e for e in events if e.name == "dream.completed"]
+    assert completed[0].fields["files_retired"] == 1

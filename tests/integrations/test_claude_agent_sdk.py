@@ -43,6 +43,9 @@ def test_the_hook_answers_at_once_and_saves_in_the_background(tmp_path: Path) ->
     assert StateFile(memory).get("sess-1").cursor == "a3"
     log = (memory / ".memdir" / "hook.log").read_text()
     assert "2 turn(s)" in log
+    # The offline model spends nothing: its figures are labelled as estimates.
+    assert "tokens estimated ~" in log
+    assert "from cache" not in log
 
 
 def test_other_events_and_a_continuing_stop_are_ignored(tmp_path: Path) -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
+
+import pytest
 
 from memdir.dream import AutoDream, build_consolidation_prompt
 from memdir.messages import Message, ToolResultBlock, ToolUseBlock
@@ -187,3 +190,222 @@ def test_distinct_facts_with_the_same_boilerplate_stay_apart(tmp_path: Path) -> 
     )
     assert dream(root)
     assert memory_files(root) == ["freeze.md", "ship.md"]
+
+
+# --- a newer memory replaces the fact it contradicts ----------------------------------------
+
+OLD_STAMP, NEW_STAMP = "2026-11-20T10:00:00.000Z", "2026-11-27T10:00:00.000Z"
+EARLIER, LATER = 1_795_000_000.0, 1_795_600_000.0  # modification times, a week apart
+REASONS = (
+    "\n\n**Why:** Stated by the user on {day}.\n"
+    "**How to apply:** Plan around {date}; once that date has passed, check whether it holds."
+)
+
+
+def dated(
+    root: Path,
+    name: str,
+    fact: str,
+    *,
+    modified: str | None,
+    mtime: float,
+    kind: MemoryType = "project",
+    extra: str = "",
+) -> Path:
+    """A memory stating ``fact`` (title, description and first line), dated twice over."""
+    when = fact.rstrip(".").rsplit(" ", 1)[-1]
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = fact + extra + REASONS.format(day=(modified or "2026-11-01")[:10], date=when)
+    path.write_text(
+        format_memory_file(
+            name=fact.rstrip("."),
+            description=fact.rstrip("."),
+            type=kind,
+            body=body,
+            origin_session_id="s-" + path.stem if modified else None,
+            modified=modified,
+            format="current" if modified else "2.1.88",
+        ),
+        encoding="utf-8",
+    )
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+def fact_lines(body: str) -> list[str]:
+    return [line for line in body.splitlines() if line.strip() and not line.startswith("**")]
+
+
+# Today's wording, whose lines share too few words to look alike, and one that looks alike.
+WORDINGS = [
+    ("Release ships by 2026-12-04.", "The ship date moved to 2026-12-07."),
+    (
+        "The ingest release ships by 2026-12-04.",
+        "The ingest release ship date moved to 2026-12-07.",
+    ),
+]
+# How the newer one is known: its stamp (the file times say otherwise), its file time (no
+# stamps, the 2.1.88 layout), its file time again (equal stamps tell nothing).
+DATINGS = {
+    "stamp": ((OLD_STAMP, LATER), (NEW_STAMP, EARLIER)),
+    "mtime": ((None, EARLIER), (None, LATER)),
+    "equal stamps": ((OLD_STAMP, EARLIER), (OLD_STAMP, LATER)),
+}
+
+
+@pytest.mark.parametrize(("older_fact", "newer_fact"), WORDINGS)
+@pytest.mark.parametrize("dating", sorted(DATINGS))
+@pytest.mark.parametrize(
+    ("older_name", "newer_name"),
+    [("a_release.md", "b_ship_date.md"), ("b_release.md", "a_ship_date.md")],
+    ids=["older-sorts-first", "newer-sorts-first"],
+)
+def test_the_newer_statement_wins_title_description_and_index_line(
+    tmp_path: Path,
+    older_fact: str,
+    newer_fact: str,
+    dating: str,
+    older_name: str,
+    newer_name: str,
+) -> None:
+    root = tmp_path / "memory"
+    (old_stamp, old_time), (new_stamp, new_time) = DATINGS[dating]
+    dated(root, older_name, older_fact, modified=old_stamp, mtime=old_time)
+    dated(root, newer_name, newer_fact, modified=new_stamp, mtime=new_time)
+    unrelated = memory(root, "user_role.md", "The user's role", "user", "Data engineer.")
+    (root / ENTRYPOINT_NAME).write_text(
+        f"# Memory\n\n- [Ship by 2026-12-04]({older_name}) — ship by 2026-12-04\n"
+        f"- [Ship date moved]({newer_name}) — moved to 2026-12-07\n"
+        "- [Role](user_role.md) — data engineer\n",
+        encoding="utf-8",
+    )
+    untouched = (unrelated.read_bytes(), unrelated.stat().st_mtime_ns)
+
+    assert dream(root)
+
+    assert memory_files(root) == sorted([newer_name, "user_role.md"])
+    kept = parse_memory_file((root / newer_name).read_text(encoding="utf-8"))
+    assert kept.description == newer_fact.rstrip(".")
+    assert kept.name is not None
+    assert "2026-12-07" in kept.name
+    assert fact_lines(kept.body) == [newer_fact]
+    # The old date survives only as history, above the reasons, which end the body.
+    for line in kept.body.splitlines():
+        assert "2026-12-04" not in line or line.startswith("**History:**"), line
+    assert "**History:** was 2026-12-04 until it changed to 2026-12-07" in kept.body
+    assert (
+        kept.body.rstrip().splitlines()[-1].startswith("**How to apply:** Plan around 2026-12-07")
+    )
+    assert kept.body.count("**Why:**") == 1
+    index = check_tidy(root)
+    assert index == (
+        f"# Memory\n\n- [Ship date moved]({newer_name}) — moved to 2026-12-07\n"
+        "- [Role](user_role.md) — data engineer\n"
+    )
+    assert (unrelated.read_bytes(), unrelated.stat().st_mtime_ns) == untouched
+
+
+def test_a_second_change_keeps_both_as_history_and_a_rerun_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "memory"
+    dated(root, "release.md", "Release ships by 2026-12-04.", modified=None, mtime=EARLIER)
+    dated(root, "moved.md", "The ship date moved to 2026-12-07.", modified=None, mtime=LATER)
+    dated(root, "again.md", "The ship date moved to 2026-12-09.", modified=None, mtime=LATER + 60)
+    assert dream(root)
+    assert memory_files(root) == ["again.md"]
+    kept = parse_memory_file((root / "again.md").read_text(encoding="utf-8"))
+    assert fact_lines(kept.body) == ["The ship date moved to 2026-12-09."]
+    history = [line for line in kept.body.splitlines() if line.startswith("**History:**")]
+    assert len(history) == 2
+    assert all("until it changed to 2026-12-09" in line for line in history)
+    assert {"2026-12-04", "2026-12-07"} == {line.split()[2].strip(",") for line in history}
+    check_tidy(root)
+    before = {p: p.stat().st_mtime_ns for p in root.glob("*.md")}
+    assert dream(root)
+    assert {p: p.stat().st_mtime_ns for p in root.glob("*.md")} == before
+
+
+def test_a_change_that_fits_several_memories_replaces_none(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    ingest = dated(
+        root, "ingest.md", "The ingest migration ships by 2026-12-04.", modified=None, mtime=EARLIER
+    )
+    board = dated(
+        root, "board.md", "The billing board ships by 2026-12-10.", modified=None, mtime=EARLIER
+    )
+    moved = dated(
+        root, "moved.md", "The ship date moved to 2026-12-07.", modified=None, mtime=LATER
+    )
+    texts = {p: p.read_bytes() for p in (ingest, board, moved)}
+    assert dream(root)
+    assert memory_files(root) == ["board.md", "ingest.md", "moved.md"]
+    assert {p: p.read_bytes() for p in texts} == texts
+
+
+def test_facts_that_only_share_words_are_not_replaced(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    ingest = dated(
+        root, "ingest.md", "The ingest migration ships by 2026-12-04.", modified=None, mtime=EARLIER
+    )
+    board = dated(
+        root, "board.md", "The billing board ships by 2026-12-10.", modified=None, mtime=LATER
+    )
+    texts = {p: p.read_bytes() for p in (ingest, board)}
+    assert dream(root)
+    assert {p: p.read_bytes() for p in texts} == texts
+    assert "**History:**" not in (root / ENTRYPOINT_NAME).read_text(encoding="utf-8")
+
+
+def test_weekdays_are_values_too_and_other_facts_are_kept(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    dated(
+        root,
+        "deploy_tuesday.md",
+        "Deploys happen on Tuesdays.",
+        modified=OLD_STAMP,
+        mtime=EARLIER,
+        extra="\nThe deploy runbook is in docs/deploy.md.",
+    )
+    dated(
+        root, "deploy_thursday.md", "Deploys moved to Thursdays.", modified=NEW_STAMP, mtime=LATER
+    )
+    assert dream(root)
+    assert memory_files(root) == ["deploy_thursday.md"]
+    kept = parse_memory_file((root / "deploy_thursday.md").read_text(encoding="utf-8"))
+    assert fact_lines(kept.body) == [
+        "Deploys moved to Thursdays.",
+        "The deploy runbook is in docs/deploy.md.",
+    ]
+    assert "**History:** was tuesday until it changed to thursday" in kept.body
+
+
+def test_a_private_memory_does_not_replace_a_team_one(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    team = dated(
+        root, "team/release.md", "Release ships by 2026-12-04.", modified=None, mtime=EARLIER
+    )
+    dated(root, "ship_date.md", "The ship date moved to 2026-12-07.", modified=None, mtime=LATER)
+    text = team.read_bytes()
+    assert dream(root)
+    assert memory_files(root) == ["ship_date.md", "team/release.md"]
+    assert team.read_bytes() == text
+
+
+def test_links_to_a_replaced_memory_and_to_its_copy_name_the_newer_one(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    dated(root, "release.md", "Release ships by 2026-12-04.", modified=None, mtime=EARLIER)
+    dated(root, "release_copy.md", "Release ships by 2026-12-04.", modified=None, mtime=EARLIER)
+    dated(root, "ship_date.md", "The ship date moved to 2026-12-07.", modified=None, mtime=LATER)
+    memory(
+        root,
+        "reference_demo.md",
+        "The customer demo",
+        "reference",
+        "See [[release_copy]] and [[Release ships by 2026-12-04]].",
+    )
+    assert dream(root)
+    assert memory_files(root) == ["reference_demo.md", "ship_date.md"]
+    demo = parse_memory_file((root / "reference_demo.md").read_text(encoding="utf-8"))
+    assert demo.links == ("the-ship-date-moved-to-2026-12-07",)

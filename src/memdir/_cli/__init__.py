@@ -5,10 +5,12 @@ from __future__ import annotations
 import click
 
 from memdir import __version__
+from memdir._cli._common import guarded
 from memdir._cli._dream import dream_command
 from memdir._cli._extract import extract_command
+from memdir._cli._forget import forget_command
 from memdir._cli._hook import hook_group
-from memdir._cli._manage import dir_command, forget_command, ls_command, show_command
+from memdir._cli._manage import dir_command, ls_command, show_command
 from memdir._cli._recall import prompt_command, recall_command
 from memdir._cli._watch import watch_command
 
@@ -41,6 +43,8 @@ for command in (
     prompt_command,
     recall_command,
 ):
+    if command.callback is not None:
+        command.callback = guarded(command.callback)
     cli.add_command(command)
 
 __all__ = ["cli"]

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
 import click
 
-from memdir.errors import MemdirError
+from memdir.errors import MemdirError, error_info
 from memdir.models import Model, resolve_model
-from memdir.store import MEMDIR_DIR_ENV, MemoryDir, default_memory_dir
+from memdir.store import ENTRYPOINT_NAME, MEMDIR_DIR_ENV, MemoryDir, default_memory_dir
+from memdir.store._atomic import STATE_DIR_NAME
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
@@ -24,10 +29,37 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
-def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    """Stop with a one-line reason on stderr."""
-    click.echo(f"memdir: {message}", err=True)
+def json_requested() -> bool:
+    """Whether the running command was given ``--json``."""
+    context = click.get_current_context(silent=True)
+    while context is not None:
+        if context.params.get("as_json"):
+            return True
+        context = context.parent
+    return False
+
+
+def fail(
+    message: str, code: int = EXIT_USAGE, *, kind: str = "usage", status: int | None = None
+) -> NoReturn:
+    """Stop with a one-line reason on stderr; with ``--json``, also an ``error`` object
+    (``kind``, the provider's ``status``, ``message``) on stdout."""
+    line = " ".join(message.split())
+    if json_requested():
+        print_json({"error": {"kind": kind, "status": status, "message": line}})
+    click.echo(f"memdir: {line}", err=True)
     sys.exit(code)
+
+
+def fail_with(exc: BaseException, what: str | None = None) -> NoReturn:
+    """Stop because of ``exc``: exit 1 for a provider's failure (it may pass), 2 for
+    anything else (misconfiguration, an unusable memory directory), one line either way."""
+    info = error_info(exc)
+    message = str(info["message"]) if what is None else f"{what}: {info['message']}"
+    status = info["status"]
+    code = EXIT_FAILED if info["kind"] == "model" else EXIT_USAGE
+    kind = "memory_dir" if isinstance(exc, OSError) else str(info["kind"])
+    fail(message, code, kind=kind, status=status if isinstance(status, int) else None)
 
 
 def model_spec(option: str | None, env: Mapping[str, str] | None = None) -> tuple[str, bool]:
@@ -51,13 +83,13 @@ def model_spec(option: str | None, env: Mapping[str, str] | None = None) -> tupl
 def choose_model(option: str | None, base_url: str | None, *, quiet: bool = False) -> Model:
     """The model for a command, announcing the offline fallback on stderr."""
     spec, fell_back = model_spec(option)
+    missing = missing_credentials(spec, base_url)
+    if missing is not None:
+        fail(missing, kind="credentials")
     try:
         model = resolve_model(spec, base_url=base_url)
     except MemdirError as exc:
-        fail(str(exc))
-    missing = missing_credentials(spec, base_url)
-    if missing is not None:
-        fail(missing)
+        fail(str(exc), kind="model_spec")
     if fell_back and not quiet:
         click.echo(
             "memdir: no model provider configured (set ANTHROPIC_API_KEY or OPENAI_API_KEY, "
@@ -86,28 +118,82 @@ def missing_credentials(
     return None
 
 
-def usable_memory_dir(path: Path) -> str | None:
-    """Why ``path`` cannot be a memory directory (a file in the way), or None."""
+def _first_existing(path: Path) -> Path | None:
+    """``path`` or its nearest ancestor that exists (as anything, a dangling link too)."""
     for candidate in (path, *path.parents):
-        if candidate.exists() or candidate.is_symlink():
-            if not candidate.is_dir():
-                what = "it" if candidate == path else str(candidate)
-                return f"{path} cannot be a memory directory: {what} is a file, not a folder"
-            return None
+        if os.path.lexists(candidate):
+            return candidate
     return None
 
 
-def choose_memory_dir(option: Path | None, project: str | None) -> MemoryDir:
+def usable_memory_dir(path: Path, *, write: bool = False) -> str | None:
+    """Why ``path`` cannot be a memory directory, or None.
+
+    Checked before a command reads or writes anything, so that a folder that cannot work
+    costs one line and no half-done work: a file where a folder must be, memdir's own
+    ``.memdir`` folder or the ``MEMORY.md`` index being something else, and, for a
+    command that writes (``write``), a read-only filesystem or a folder this user may
+    not write to. Permissions are checked with :func:`os.access`, which a superuser
+    passes; a read-only mount stops everyone and is checked on its own.
+    """
+    existing = _first_existing(path)
+    if existing is None:
+        return None
+    if not existing.is_dir():
+        what = "it" if existing == path else str(existing)
+        return f"{path} cannot be a memory directory: {what} is a file, not a folder"
+    if existing == path:
+        state = path / STATE_DIR_NAME
+        if os.path.lexists(state) and not state.is_dir():
+            return (
+                f"{path} cannot be used: {state} is a file, but memdir keeps its state "
+                "in that folder; move the file away"
+            )
+        index = path / ENTRYPOINT_NAME
+        if os.path.lexists(index) and not index.is_file():
+            return f"{path} cannot be used: its index {index} is not a file"
+    if not write:
+        return None
+    try:
+        read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    if read_only:
+        return f"{path} cannot be written: {existing} is on a read-only filesystem"
+    folders = [existing] if existing != path else [path, path / STATE_DIR_NAME]
+    for folder in folders:
+        if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+            return f"{path} cannot be written: no permission to write in {folder}"
+    return None
+
+
+def choose_memory_dir(
+    option: Path | None, project: str | None, *, write: bool = False
+) -> MemoryDir:
     """``--memory-dir``, else ``$MEMDIR_DIR``, else Claude Code's folder for ``project``;
-    stops with one line when that cannot be a folder."""
+    stops with one line when that cannot be used (:func:`usable_memory_dir`)."""
     try:
         chosen = option if option is not None else default_memory_dir(project or os.getcwd())
     except MemdirError as exc:
-        fail(str(exc))
-    problem = usable_memory_dir(Path(chosen))
+        fail(str(exc), kind="memory_dir")
+    problem = usable_memory_dir(Path(chosen), write=write)
     if problem is not None:
-        fail(problem)
+        fail(problem, kind="memory_dir")
     return MemoryDir(chosen)
+
+
+def guarded(callback: Callable[P, R]) -> Callable[P, R]:
+    """``callback`` (a command's), with any memdir or filesystem error it lets out turned
+    into one line and an exit status (:func:`fail_with`) instead of a traceback."""
+
+    @functools.wraps(callback)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return callback(*args, **kwargs)
+        except (MemdirError, OSError) as exc:
+            fail_with(exc)
+
+    return run
 
 
 def print_json(value: Any) -> None:
@@ -117,7 +203,8 @@ def print_json(value: Any) -> None:
 
 memory_dir_option = click.option(
     "--memory-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    # Checked by choose_memory_dir, which says what is wrong in one line.
+    type=click.Path(path_type=Path),
     help=f"The memory directory (default: ${MEMDIR_DIR_ENV}, else Claude Code's for the project).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")

@@ -48,7 +48,7 @@ def dream_command(
     Without --force it runs only when a day has passed since the last pass and at least
     five sessions were touched since (as after a turn in a live agent).
     """
-    memory = choose_memory_dir(memory_dir, None)
+    memory = choose_memory_dir(memory_dir, None, write=True)
     model = choose_model(model_option, base_url, quiet=as_json)
     folder = transcripts if transcripts is not None else memory.root.parent
     events = CollectingSink()
@@ -64,17 +64,41 @@ def dream_command(
             await close_model(model)
 
     ran = asyncio.run(go())
-    failed = bool(events.named("dream.failed"))
+    failures = events.named("dream.failed")
+    skipped = events.named("dream.skipped")
     improved = [str(p) for n in notices for p in n.paths]
+    reason = None
+    if failures:
+        reason = str(failures[-1].fields.get("reason") or failures[-1].fields.get("error_type"))
+    elif skipped:
+        reason = str(skipped[-1].fields.get("reason"))
     if as_json:
-        print_json({"ran": ran, "failed": failed, "improved": improved})
-    elif failed:
-        click.echo("consolidation failed; the next pass will try again", err=True)
+        failure = failures[-1].fields if failures else {}
+        print_json(
+            {
+                "ran": ran,
+                "failed": bool(failures),
+                "reason": reason,
+                "error": {
+                    "kind": failure.get("error_kind"),
+                    "status": failure.get("status"),
+                    "message": reason,
+                }
+                if failures
+                else None,
+                "improved": improved,
+            }
+        )
+    elif failures:
+        click.echo(f"memdir: consolidation could not run: {reason}", err=True)
     elif ran:
         click.echo(
             "\n".join([f"consolidated {memory.root}", *(f"  improved {p}" for p in improved)])
         )
+    elif reason is not None and not reason.startswith("not yet"):
+        click.echo(f"memdir: consolidation did not run: {reason}", err=True)
     else:
-        click.echo("not yet: consolidation runs after a day and five sessions (or use --force)")
-    if failed:
+        why = reason or "not yet"
+        click.echo(f"{why} (a pass needs a day and five sessions since the last; or --force)")
+    if failures:
         raise SystemExit(EXIT_FAILED)

@@ -52,11 +52,20 @@ def _summary(report: TranscriptReport) -> str:
     tokens = (
         report.input_tokens + report.cache_read_input_tokens + report.cache_creation_input_tokens
     )
+    if report.usage_estimated:
+        usage = (
+            f"tokens estimated ~{tokens} in, ~{report.output_tokens} out "
+            "(the offline model calls no provider)"
+        )
+    else:
+        usage = (
+            f"input tokens {tokens} ({report.cache_share:.0%} from cache)"
+            f" · output tokens {report.output_tokens}"
+        )
     lines = [
         f"{report.path}",
         f"  turns {report.turns} · runs {report.runs} · memories saved {report.memories_saved}"
-        f" · input tokens {tokens} ({report.cache_share:.0%} from cache)"
-        f" · output tokens {report.output_tokens}",
+        f" · {usage}",
     ]
     if report.errors:
         reasons = sorted(set(report.error_reasons))
@@ -108,7 +117,7 @@ def extract_command(
         except TranscriptError as exc:
             fail(str(exc))
     model = choose_model(model_option, base_url, quiet=quiet or as_json)
-    targets = [(t, choose_memory_dir(memory_dir, t.cwd)) for t in loaded]
+    targets = [(t, choose_memory_dir(memory_dir, t.cwd, write=True)) for t in loaded]
     total = sum(len(completed_turn_ends(t.messages)) for t in loaded)
     show_bar = sys.stderr.isatty() and not (quiet or as_json)
     progress, advance = _progress(total, show_bar)

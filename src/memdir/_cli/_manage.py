@@ -1,9 +1,8 @@
-"""``memdir ls``, ``show``, ``forget`` and ``dir``: looking after the memory by hand."""
+"""``memdir ls``, ``show`` and ``dir``: looking after the memory by hand."""
 
 from __future__ import annotations
 
-import os
-import re
+import time
 from pathlib import Path
 
 import click
@@ -15,10 +14,7 @@ from memdir._cli._common import (
     memory_dir_option,
     print_json,
 )
-from memdir.errors import MemdirError
-from memdir.store import MemoryDir, MemoryHeader, update_file
-
-_POINTER = re.compile(r"\]\(([^)]+)\)")
+from memdir.store import MemoryDir, MemoryHeader
 
 
 def _find(memory: MemoryDir, name: str) -> MemoryHeader:  # noqa: RET503 (fail() exits)
@@ -64,10 +60,41 @@ def ls_command(memory_dir: Path | None, as_json: bool) -> None:
     if not headers:
         click.echo(f"no memories in {memory.root}")
         return
-    width = max(len(h.filename) for h in headers)
+    _print_table(headers, time.time())
+
+
+def age(seconds: float) -> str:
+    """How long ago, in the largest whole unit: ``just now``, ``5 min``, ``3 h``,
+    ``2 days``, ``7 weeks``."""
+    minutes = max(0, int(seconds // 60))
+    if minutes < 1:
+        return "just now"
+    if minutes < 60:
+        return f"{minutes} min"
+    if minutes < 24 * 60:
+        return f"{minutes // 60} h"
+    days = minutes // (24 * 60)
+    if days < 14:
+        return f"{days} day{'s' if days != 1 else ''}"
+    return f"{days // 7} weeks"
+
+
+def _print_table(headers: list[MemoryHeader], now: float) -> None:
+    """The memories as a table on stdout: name, type, age and description; a name is
+    what ``show`` and ``forget`` take."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("name", no_wrap=True, max_width=40, overflow="ellipsis")
+    table.add_column("type", no_wrap=True)
+    table.add_column("age", justify="right", no_wrap=True)
+    table.add_column("description", overflow="fold")
     for h in headers:
-        kind = f"[{h.type}]" if h.type else "[?]"
-        click.echo(f"{kind:<12} {h.filename:<{width}}  {h.description or h.name or ''}")
+        name = h.name or h.filename.removesuffix(".md")
+        table.add_row(name, h.type or "?", age(now - h.mtime), h.description or "")
+    # Markup off: names and descriptions are the memories' own text, brackets and all.
+    Console(highlight=False, markup=False, emoji=False).print(table)
 
 
 @click.command("show")
@@ -86,39 +113,6 @@ def show_command(name: str, memory_dir: Path | None, as_json: bool) -> None:
         print_json({"file": header.filename, "path": str(header.path), "content": text})
     else:
         click.echo(text, nl=not text.endswith("\n"))
-
-
-@click.command("forget")
-@click.argument("name")
-@memory_dir_option
-@json_option
-def forget_command(name: str, memory_dir: Path | None, as_json: bool) -> None:
-    """Delete the memory NAME and its line in MEMORY.md."""
-    memory = choose_memory_dir(memory_dir, None)
-    header = _find(memory, name)
-    index = header.path.parent / "MEMORY.md"
-    target = header.path.name
-
-    def drop_pointer(text: str | None) -> str:
-        if text is None:
-            return ""
-        kept = [
-            line
-            for line in text.splitlines(keepends=True)
-            if not any(os.path.basename(p) == target for p in _POINTER.findall(line))
-        ]
-        return "".join(kept)
-
-    try:
-        if index.exists():
-            update_file(index, drop_pointer)
-        header.path.unlink()
-    except (OSError, MemdirError) as exc:
-        fail(f"cannot forget {header.filename}: {exc}")
-    if as_json:
-        print_json({"forgotten": header.filename, "path": str(header.path)})
-    else:
-        click.echo(f"forgot {header.filename}")
 
 
 @click.command("dir")

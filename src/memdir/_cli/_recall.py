@@ -12,13 +12,23 @@ from memdir._cli._common import (
     choose_memory_dir,
     close_model,
     fail,
+    fail_with,
     json_option,
     memory_dir_option,
+    missing_credentials,
     print_json,
 )
-from memdir.errors import MemdirError
+from memdir.errors import MemdirError, ModelError
 from memdir.models import Model, resolve_model
-from memdir.recall import MAX_SURFACED, memory_prompt, memory_reminder, select_relevant_memories
+from memdir.recall import (
+    MAX_SURFACED,
+    SESSION_SURFACE_BUDGET,
+    SurfaceBudget,
+    SurfacedMemory,
+    memory_prompt,
+    memory_reminder,
+    select_relevant_memories,
+)
 
 
 @click.command("prompt")
@@ -49,10 +59,11 @@ def prompt_command(memory_dir: Path | None, team: bool, skip_index: bool, as_jso
 @base_url_option
 @click.option(
     "--limit",
-    type=click.IntRange(1, MAX_SURFACED),
+    type=click.IntRange(min=1),
     default=MAX_SURFACED,
     show_default=True,
-    help="The most memories to surface.",
+    help="The most memories to surface; what is shown stops, as in a session, at "
+    f"{SESSION_SURFACE_BUDGET // 1024} KiB.",
 )
 @json_option
 def recall_command(
@@ -63,26 +74,46 @@ def recall_command(
     limit: int,
     as_json: bool,
 ) -> None:
-    """Print the memories relevant to QUERY, as they would be surfaced to an agent."""
+    """Print the memories relevant to QUERY, as they would be surfaced to an agent.
+
+    Unlike a session, which surfaces nothing for a one-word message ("yes", "continue"),
+    a one-word QUERY is searched for. With --model, a model that fails or answers
+    something unusable stops the command (exit 1) with the reason; without it, the
+    memories are ranked by the words they share with QUERY.
+    """
     memory = choose_memory_dir(memory_dir, None)
     model: Model | None = None
     if model_option:
+        missing = missing_credentials(model_option, base_url)
+        if missing is not None:
+            fail(missing, kind="credentials")
         try:
             model = resolve_model(model_option, base_url=base_url)
         except MemdirError as exc:
-            fail(str(exc))
+            fail(str(exc), kind="model_spec")
 
-    async def go() -> list[object]:
+    async def go() -> list[SurfacedMemory]:
         try:
-            return list(await select_relevant_memories(query, memory, model, limit=limit))
+            return await select_relevant_memories(
+                query,
+                memory,
+                model,
+                limit=limit,
+                budget=SurfaceBudget(),
+                single_word=True,
+                strict=True,
+            )
         finally:
             if model is not None:
                 await close_model(model)
 
-    surfaced = asyncio.run(go())
+    try:
+        surfaced = asyncio.run(go())
+    except ModelError as exc:
+        fail_with(exc, "recall failed")
     if as_json:
         print_json({"query": query, "memories": [vars(m) for m in surfaced]})
     elif not surfaced:
         click.echo("no relevant memories")
     else:
-        click.echo("\n\n".join(getattr(m, "text", "") for m in surfaced))
+        click.echo("\n\n".join(m.text for m in surfaced))

@@ -11,7 +11,7 @@ from memdir._cli._recorded import recorded_host
 from memdir.extract import ExtractConfig, MemoryExtractor, MemorySaved, TurnContext
 from memdir.extract._planner import Mode
 from memdir.messages import Message
-from memdir.models import Model
+from memdir.models import Model, OfflineModel
 from memdir.state import SessionState, StateFile
 from memdir.store import MemoryDir, MemoryFormat
 from memdir.telemetry import CollectingSink, Sink, fan_out
@@ -58,6 +58,12 @@ class TranscriptReport:
     """Why each run went that way, with both estimated costs."""
     error_reasons: list[str] = field(default_factory=list)
     """Why each failed run failed, one line each."""
+    errors_detail: list[dict[str, object]] = field(default_factory=list)
+    """Each failed run's error for machines: ``kind``, the provider's ``status``, and
+    ``message`` (its entry of :attr:`error_reasons`)."""
+    usage_estimated: bool = False
+    """The token figures are estimates of what the request would take: the offline model
+    calls no provider, so nobody spent them."""
 
     @property
     def cache_share(self) -> float:
@@ -70,6 +76,7 @@ class TranscriptReport:
         out = dict(vars(self))
         out["cache_share"] = round(self.cache_share, 4)
         out["skipped_lines"] = [{"line": n, "reason": r} for n, r in self.skipped_lines]
+        out["error"] = self.errors_detail[0] if self.errors_detail else None
         return out
 
 
@@ -132,6 +139,7 @@ async def extract_transcript(
         memory_dir=str(memory.root),
         turns=len(ends),
         skipped_lines=[(s.line, s.reason) for s in transcript.skipped],
+        usage_estimated=isinstance(model, OfflineModel),
     )
     if not ends:
         return report
@@ -188,4 +196,12 @@ async def extract_transcript(
             report.errors += 1
             reason = event.fields.get("reason") or event.fields.get("error_type") or "unknown"
             report.error_reasons.append(str(reason))
+            status = event.fields.get("status")
+            report.errors_detail.append(
+                {
+                    "kind": event.fields.get("error_kind") or "internal",
+                    "status": status if isinstance(status, int) else None,
+                    "message": str(reason),
+                }
+            )
     return report

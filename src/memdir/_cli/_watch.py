@@ -106,7 +106,7 @@ def watch_command(
                             f"skipped {exc}",
                         )
                         continue
-                    memory = choose_memory_dir(memory_dir, transcript.cwd)
+                    memory = choose_memory_dir(memory_dir, transcript.cwd, write=True)
                     report = await extract_transcript(
                         transcript, memory, model, every=every, team=team
                     )

@@ -21,12 +21,13 @@ from pathlib import Path
 
 from memdir.dream._lock import last_consolidated_at, release_failed, try_acquire
 from memdir.dream._prompt import build_consolidation_prompt
+from memdir.errors import StoreError, error_info, one_line
 from memdir.extract import STANDALONE_SYSTEM_PROMPT, MemorySaved, Notify, TurnContext
 from memdir.fork import CacheSafeParams, run_forked_agent
-from memdir.messages import Message
+from memdir.messages import Message, messages_from_native
 from memdir.models import Model
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
-from memdir.store import ENTRYPOINT_NAME, MemoryDir, MemoryFormat
+from memdir.store import ENTRYPOINT_NAME, MemoryDir, MemoryFormat, empty_trash
 from memdir.telemetry import Sink, emit
 from memdir.tools import MemoryFiles, ToolContext, builtin_tools
 
@@ -114,16 +115,26 @@ class AutoDream:
             return False
         now = time.time() if now is None else now
         last = last_consolidated_at(self.memory_dir)
-        if (now - last) / 3600 < self.config.min_hours:
-            return False
+        hours = (now - last) / 3600
+        if hours < self.config.min_hours:
+            return self._not_yet(
+                f"{hours:.1f} of {self.config.min_hours:g} hours since the last pass"
+            )
         if now - self._last_scan < self.config.scan_interval_seconds:
-            return False
+            return self._not_yet("the sessions were looked at less than ten minutes ago")
         self._last_scan = now
         sessions = sessions_touched_since(self.transcript_dir, last, exclude=current_session)
         if len(sessions) < self.config.min_sessions:
-            return False
+            return self._not_yet(
+                f"{len(sessions)} of {self.config.min_sessions} sessions since the last pass"
+            )
         return await self._consolidate(
-            turn, sessions, notify, hours_since=(now - last) / 3600, session_id=current_session
+            turn,
+            sessions,
+            notify,
+            hours_since=(now - last) / 3600,
+            session_id=current_session,
+            now=now,
         )
 
     async def run(
@@ -145,6 +156,11 @@ class AutoDream:
             turn, sessions, notify, hours_since=hours, session_id=session_id
         )
 
+    def _not_yet(self, why: str) -> bool:
+        """A closed gate: say which (``dream.skipped``); no pass ran."""
+        emit(self.sink, "dream.skipped", reason=f"not yet: {why}")
+        return False
+
     async def _consolidate(
         self,
         turn: TurnContext | None,
@@ -153,11 +169,27 @@ class AutoDream:
         *,
         hours_since: float,
         session_id: str | None,
+        now: float | None = None,
     ) -> bool:
         md = self.memory_dir
-        prior = try_acquire(md)
-        if prior is None:
+        try:
+            prior = try_acquire(md)
+        except StoreError as exc:
+            emit(
+                self.sink,
+                "dream.failed",
+                duration_ms=0,
+                error_type=type(exc).__name__,
+                reason=one_line(exc),
+                error_kind="store",
+                status=None,
+            )
             return False
+        if prior is None:
+            emit(self.sink, "dream.skipped", reason="another consolidation pass is running")
+            return False
+        # What `memdir forget` put in the trash over a week ago is kept for --undo no more.
+        emptied = empty_trash(md, now=now)
         emit(
             self.sink,
             "dream.fired",
@@ -174,7 +206,7 @@ class AutoDream:
         cwd = (turn.cwd if turn is not None else None) or os.getcwd()
         tools = builtin_tools(cwd)
         if turn is not None and turn.params is not None:
-            params, context = turn.params, list(turn.messages)
+            params, context = turn.params, messages_from_native(turn.messages)
         else:
             definitions = [t.definition() for t in tools]
             params = CacheSafeParams(
@@ -203,10 +235,15 @@ class AutoDream:
                 "dream.failed",
                 duration_ms=int((time.monotonic() - started) * 1000),
                 error_type=type(exc).__name__,
+                reason=one_line(exc),
+                error_kind=error_info(exc)["kind"],
+                status=error_info(exc)["status"],
             )
             return False
         retired = _remove_empty_memories(md)
-        touched = [p for p in result.written_paths if p.name != ENTRYPOINT_NAME]
+        # A file the pass emptied was retired, not improved: it is gone.
+        gone = set(retired)
+        touched = [p for p in result.written_paths if p.name != ENTRYPOINT_NAME and p not in gone]
         usage = result.usage
         emit(
             self.sink,
@@ -217,6 +254,7 @@ class AutoDream:
             sessions_reviewed=len(sessions),
             files_touched=len(touched),
             files_retired=len(retired),
+            trash_emptied=len(emptied),
             duration_ms=int((time.monotonic() - started) * 1000),
         )
         if touched and notify is not None:

@@ -13,6 +13,7 @@ import contextlib
 import os
 import time
 
+from memdir.errors import StoreError
 from memdir.store import MemoryDir
 
 __all__ = [
@@ -61,7 +62,8 @@ def try_acquire(memory: MemoryDir, *, now: float | None = None) -> float | None:
     """Take the lock; returns the previous consolidation time (0 for never), or ``None``.
 
     ``None`` means another live process took it less than an hour ago, or won a race
-    for it just now.
+    for it just now. Raises :class:`~memdir.errors.StoreError` when the lock file cannot
+    be written (a read-only folder): that is not somebody else's pass.
     """
     now = time.time() if now is None else now
     path = memory.root / LOCK_NAME
@@ -74,11 +76,13 @@ def try_acquire(memory: MemoryDir, *, now: float | None = None) -> float | None:
         and _pid_alive(holder)
     ):
         return None
-    memory.ensure()
     try:
+        memory.ensure()
         path.write_text(str(os.getpid()), encoding="utf-8")
-    except OSError:
-        return None
+    except OSError as exc:
+        raise StoreError(
+            f"cannot take the consolidation lock {path}: {exc.strerror or exc}"
+        ) from exc
     if _holder(memory) != os.getpid():
         return None  # another process wrote after us: it goes ahead
     return prior

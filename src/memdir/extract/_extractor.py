@@ -1,8 +1,10 @@
 """``MemoryExtractor``: after each turn, a background memory agent saves what is worth keeping.
 
 Each instance owns all of its state — the cursor, the in-progress flag, the turn
-counter, the stashed turn and the runs in flight — so two extractors never share any.
-The order of decisions for one turn (normative, see DESIGN §4):
+counter, the stashed turn and the runs in flight, and the conversation read so far — so
+two extractors never share any. ``on_turn_end`` reads the messages the turn added (see
+:class:`TurnContext`) and schedules the rest. The order of decisions for one turn
+(normative, see DESIGN §4):
 
 1. ignored when disabled or for a subagent's turn;
 2. a run already in progress → stash this turn (the latest replaces any earlier stash),
@@ -31,10 +33,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from memdir.errors import one_line
+from memdir.cost import provider_of
+from memdir.errors import error_info, one_line
 from memdir.extract._run import Runner, RunOutcome
 from memdir.extract._types import ExtractConfig, MemorySaved, Notify, PendingTurn, TurnContext
 from memdir.messages import Message, model_visible
+from memdir.messages._native import ConversationReader, MessageTypeError, NativeFormat
 from memdir.models import Model
 from memdir.store import ENTRYPOINT_NAME, MemoryDir, parse_memory_file
 from memdir.telemetry import Sink, emit
@@ -52,10 +56,11 @@ class MemoryExtractor:
     """Saves memories from a host agent's conversation, in the background, turn by turn.
 
     Call :meth:`on_turn_end` when the host agent finishes a turn (a final answer, no
-    tool calls pending, no API error). It returns at once and never raises: from async
-    code the run is a task on the running loop, from sync code it goes to one background
-    thread with its own loop. Before the process exits, :meth:`drain` (or
-    :meth:`drain_sync`) waits for what is still running.
+    tool calls pending, no API error), with the conversation as the agent loop holds it
+    (see :class:`TurnContext`). It returns at once: from async code the run is a task on
+    the running loop, from sync code it goes to one background thread with its own loop.
+    Before the process exits, :meth:`drain` (or :meth:`drain_sync`) waits for what is
+    still running.
     """
 
     def __init__(
@@ -77,6 +82,8 @@ class MemoryExtractor:
         self._runner = Runner(
             self.memory_dir, model, self.config, sink, self._extra_tools, self._clock
         )
+        self._conversation = ConversationReader()
+        """The host's conversation as read so far, so each turn reads only what it adds."""
         self.cursor: str | None = None
         """The uuid of the last message covered by a successful run (or a direct write)."""
         self._covered_at: float | None = None
@@ -112,12 +119,23 @@ class MemoryExtractor:
     # --- scheduling -----------------------------------------------------------------------
 
     def on_turn_end(self, turn: TurnContext, notify: Notify | None = None) -> None:
-        """Report a finished turn. Returns at once; never raises."""
+        """Report a finished turn. Returns at once, having read the messages new since the
+        turn before (converting provider-native ones); the run goes on in the background.
+
+        Raises :class:`TypeError` when ``turn.messages`` holds something that is no message
+        (naming it, and the converter to use): dropped silently, it would leave nothing to
+        remember. Nothing else raises: the host's turn never fails because of memory.
+        """
         try:
             if not self.config.enabled or turn.is_subagent:
                 return
+            messages, length = self._conversation.read(turn.messages, self._ambiguous_as(turn))
             pending = PendingTurn(
-                turn=turn, length=len(turn.messages), reported_at=self._clock(), notify=notify
+                turn=turn,
+                messages=messages,
+                length=length,
+                reported_at=self._clock(),
+                notify=notify,
             )
             try:
                 loop = asyncio.get_running_loop()
@@ -134,8 +152,17 @@ class MemoryExtractor:
                 with self._lock:
                     self._futures.add(future)
                 future.add_done_callback(self._forget_future)
+        except MessageTypeError:
+            raise  # the host's own mistake, to be fixed where it calls
         except Exception as exc:  # the host's turn must never fail because of memory
             emit(self.sink, "extract.error", duration_ms=0, error_type=type(exc).__name__)
+
+    @staticmethod
+    def _ambiguous_as(turn: TurnContext) -> NativeFormat:
+        """The format of the host's model: what a message that reads alike in both formats
+        is marked as, so that a fork writes it back as the host sent it."""
+        provider = provider_of(turn.params.model.name) if turn.params is not None else None
+        return "openai" if provider == "openai" else "anthropic"
 
     def _forget_future(self, future: concurrent.futures.Future[None]) -> None:
         with self._lock:
@@ -275,7 +302,7 @@ class MemoryExtractor:
 
     def _decide(self, pending: PendingTurn) -> tuple[tuple[Message, ...], int, int] | None:
         """Steps 2 to 4 of the module docstring; claims the run when it should go ahead."""
-        messages = tuple(pending.turn.messages[: pending.length])
+        messages = tuple(pending.messages[: pending.length])
         with self._lock:
             if self._in_progress:
                 self._stash = pending
@@ -381,6 +408,8 @@ class MemoryExtractor:
                     duration_ms=_ms(started),
                     error_type=type(exc).__name__,
                     reason=one_line(exc),
+                    error_kind=error_info(exc)["kind"],
+                    status=error_info(exc)["status"],
                 )
                 return
             if outcome.end > 0:

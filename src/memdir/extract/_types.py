@@ -10,7 +10,7 @@ from typing import Literal
 from memdir.cost import Prices
 from memdir.extract._planner import Mode
 from memdir.fork import CacheSafeParams
-from memdir.messages import Message
+from memdir.messages import AnyMessage, Message
 from memdir.store import MemoryFormat
 
 __all__ = ["ExtractConfig", "MemorySaved", "Notify", "TurnContext"]
@@ -68,13 +68,24 @@ class ExtractConfig:
 class TurnContext:
     """One completed turn of the host agent.
 
-    The extractor reads ``messages`` after :meth:`MemoryExtractor.on_turn_end` has
-    returned (that call never copies them, so it costs the same for any length): pass a
-    tuple, or a list that is only ever appended to. The messages as of the call — its
-    length then — are what the run sees.
+    ``messages`` may hold the conversation as the agent loop keeps it: memdir
+    :class:`~memdir.messages.Message` s, Anthropic message dicts (``{"role", "content"}``,
+    content a string or a list of blocks), OpenAI Chat Completions dicts (``system`` and
+    ``tool`` roles, ``tool_calls``), the ``anthropic`` and ``openai`` SDKs' objects (a
+    response ``Message``, a ``ChatCompletionMessage``, content blocks inside a dict), or
+    any mix of these; see :func:`memdir.messages.messages_from_native`.
+
+    :meth:`MemoryExtractor.on_turn_end` reads only the messages new since the turn
+    before: those it has read already are told by identity (or, for a loop that rebuilds
+    its dicts, by equality), so a turn costs what it adds, however long the conversation
+    (the first turn an extractor is told of reads it all). Pass a tuple, or a list that
+    is only ever appended to; a message is read once, so one changed in place after its
+    turn was reported stays as it was read. The messages as of the call are what the run
+    sees. Something that is no message raises :class:`TypeError` there, naming the
+    converter to use.
     """
 
-    messages: Sequence[Message]
+    messages: Sequence[AnyMessage]
     """The whole conversation at the end of the turn, the final answer included."""
     params: CacheSafeParams | None = None
     """The host's request (model, system, tools, parameters). With it, the memory agent
@@ -120,10 +131,17 @@ Notify = Callable[[MemorySaved], object]
 
 @dataclass
 class PendingTurn:
-    """A turn waiting to be processed, with the message count it was reported with."""
+    """A turn waiting to be processed."""
 
     turn: TurnContext
+    """The turn as the host reported it."""
+    messages: Sequence[Message]
+    """Its conversation as read when it was reported: the first :attr:`length` entries."""
     length: int
+    """How many messages the conversation had then."""
     reported_at: float
+    """When it was reported, on the extractor's clock."""
     notify: Notify | None = None
+    """Where its notice goes."""
     trailing: bool = False
+    """Stashed during a run and run right after it (the throttle does not apply)."""

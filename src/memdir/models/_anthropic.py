@@ -298,8 +298,10 @@ class AnthropicModel(ClientPerLoop["AsyncAnthropic"]):
         except anthropic.APIStatusError as exc:
             detail = f"HTTP {exc.status_code}: {_error_text(exc)}"
             if is_retryable_status(exc.status_code):
-                raise TransientError(detail, retry_after=retry_after(exc)) from exc
-            raise ModelError(f"{self.name}: {detail}") from exc
+                raise TransientError(
+                    detail, retry_after=retry_after(exc), status=exc.status_code
+                ) from exc
+            raise ModelError(f"{self.name}: {detail}", status=exc.status_code) from exc
         except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
             raise TransientError(f"{type(exc).__name__}: {exc}") from exc
         except httpx2.TransportError as exc:  # a stream cut off midway is not wrapped

@@ -6,13 +6,28 @@ files empty, merged files whole, the index), then a one-line summary. The rules:
 
 - exact duplicates (equal bodies, whitespace aside): the alphabetically first file stays,
   the others are written empty (memdir deletes empty memory files after the pass);
-- near duplicates (same ``type``, similar descriptions or bodies): the first file stays and
-  takes the other's body lines it lacks, the other is written empty;
+- a newer memory that gives an older one's fact another value (the ship date "moved to
+  2026-12-07" after "ships by 2026-12-04"; see :mod:`memdir.models._offline_supersede` for
+  when two lines are one fact) replaces it: the newer file stays, with its own name,
+  description and index line, its body gains what of the older one still holds and a
+  ``**History:**`` line for each replaced fact, and the older file is written empty. Both
+  must be of one ``type`` and in one scope (private, or ``team/``);
+- near duplicates (same ``type``, similar descriptions or bodies) that contradict nothing:
+  the first file stays and takes the other's body lines it lacks, the other is written
+  empty (both say the same, so the stable choice by name is as good as any, and does not
+  change with the clock);
 - the index keeps its other lines and the pointers of the files that remain, drops those of
   files gone or retired, and gains one for each file that had none;
 - ``[[name]]`` links survive: a merged file keeps the links of both memories (they are in
   the body lines it takes), and a link to a retired memory, by its name or its file name,
   is pointed at the memory that absorbed it, in every file that remains.
+
+Newer means, for two memories: the later ``metadata.modified`` when both have that stamp
+and they differ (Claude Code and memdir write it with every change, and it survives a copy
+or a checkout, which reset modification times); otherwise the later modification time, as
+the ``Glob`` of the first turn lists the files newest first (ties in path order). A change
+announced by wording alone ("moved to") that would fit several older memories replaces none
+of them: which one it meant is not for rules to guess.
 
 Merged files are written in the frontmatter layout the prompt describes (Claude Code's
 current one unless it names the 2.1.88 one), keeping whatever else their frontmatter held.
@@ -20,6 +35,7 @@ current one unless it names the 2.1.88 one), keeping whatever else their frontma
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -28,6 +44,12 @@ from dataclasses import dataclass, field
 from memdir.errors import UsageError
 from memdir.messages import Message
 from memdir.models._offline_request import read_results
+from memdir.models._offline_supersede import (
+    HISTORY,
+    Replacement,
+    replacement,
+    superseded_body,
+)
 from memdir.models._offline_text import clip, similarity
 from memdir.store import (
     ENTRYPOINT_NAME,
@@ -73,6 +95,8 @@ class _Memory:
     body: str = ""
     new_text: str | None = None
     absorbed: list[str] = field(default_factory=list)
+    rank: int | None = None  # place in the Glob listing, newest first
+    modified: datetime.datetime | None = None  # metadata.modified, when it reads as a time
 
 
 def answer_consolidation(messages: Sequence[Message]) -> DreamAnswer | None:
@@ -110,7 +134,7 @@ def _turn(memory_dir: str, own: Sequence[Message], layout: MemoryFormat) -> tupl
     if names == {"Glob"}:
         return _reads(memory_dir, pair)
     if names == {"Read"}:
-        return _decide(memory_dir, pair, layout)
+        return _decide(memory_dir, pair, layout, _glob_ranks(own))
     if "Write" in names:
         return _summary(memory_dir, pair), []
     return "Nothing to consolidate.", []
@@ -141,35 +165,130 @@ def _reads(memory_dir: str, pair: Sequence[Message]) -> tuple[str, list[_Call]]:
     return "", [("Read", {"file_path": path}) for path in reads]
 
 
+def _glob_ranks(own: Sequence[Message]) -> dict[str, int]:
+    """Each listed path's place in the first turn's Glob result, newest first.
+
+    memdir's Glob lists files by modification time, newest first, so the order is the
+    files' age when the memories themselves carry no ``modified`` stamp.
+    """
+    for at, message in enumerate(own[:-1]):
+        uses = [u for u in message.tool_uses if u.name == "Glob"]
+        if not uses:
+            continue
+        results = {r.tool_use_id: r for r in own[at + 1].tool_results}
+        result = results.get(uses[0].id)
+        if result is None or result.is_error:
+            return {}
+        ranks: dict[str, int] = {}
+        for rank, line in enumerate(result.text.splitlines()):
+            ranks.setdefault(line.strip(), rank)
+        return ranks
+    return {}
+
+
+def _stamp(parsed: MemoryFile) -> datetime.datetime | None:
+    """``metadata.modified`` as a time (UTC when it names no zone), or ``None``."""
+    text = parsed.modified
+    if text is None:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.UTC)
+
+
+def _newer(a: _Memory, b: _Memory) -> bool | None:
+    """Whether ``a`` was written after ``b``; ``None`` when nothing tells."""
+    if a.modified is not None and b.modified is not None and a.modified != b.modified:
+        return a.modified > b.modified
+    if a.rank is not None and b.rank is not None and a.rank != b.rank:
+        return a.rank < b.rank
+    return None
+
+
 def _same(text: str) -> str:
     return " ".join(text.split())
 
 
-def _merge(keeper: _Memory, other: _Memory, layout: MemoryFormat) -> bool:
-    """Append ``other``'s body lines that ``keeper`` lacks; ``False`` when it cannot."""
+def _rewrite(keeper: _Memory, body: str, layout: MemoryFormat) -> bool:
+    """Give ``keeper`` the body ``body``, its frontmatter kept; ``False`` when it cannot."""
     parsed = keeper.parsed
     if parsed is None:
         return False
+    try:
+        text = format_memory_file(
+            name=parsed.name or keeper.link.removesuffix(".md"),
+            description=parsed.description or "",
+            type=parsed.type,
+            body=body,
+            extra=parsed.extra_metadata,
+            format=layout,
+        )
+    except UsageError:
+        return False
+    if contains_secret(text):
+        return False
+    keeper.new_text, keeper.body = text, body
+    return True
+
+
+def _merge(keeper: _Memory, other: _Memory, layout: MemoryFormat) -> bool:
+    """Append ``other``'s body lines that ``keeper`` lacks; ``False`` when it cannot."""
+    if keeper.parsed is None:
+        return False
     have = {_same(line) for line in keeper.body.splitlines()}
     lacking = [ln for ln in other.body.splitlines() if ln.strip() and _same(ln) not in have]
-    body = keeper.body.rstrip() + "\n\n" + "\n".join(lacking) if lacking else keeper.body
-    if lacking:
-        try:
-            text = format_memory_file(
-                name=parsed.name or keeper.link.removesuffix(".md"),
-                description=parsed.description or "",
-                type=parsed.type,
-                body=body,
-                extra=parsed.extra_metadata,
-                format=layout,
-            )
-        except UsageError:
-            return False
-        if contains_secret(text):
-            return False
-        keeper.new_text, keeper.body = text, body
+    if lacking and not _rewrite(keeper, keeper.body.rstrip() + "\n\n" + "\n".join(lacking), layout):
+        return False
     keeper.absorbed.append(other.link)
     return True
+
+
+def _in_team(memory: _Memory) -> bool:
+    """Whether ``memory`` is a team one: a private fact never retires a shared one."""
+    return memory.link.startswith("team/")
+
+
+def _replacements(
+    newer: _Memory, candidates: Sequence[_Memory]
+) -> list[tuple[_Memory, Replacement]]:
+    """The older memories whose facts ``newer`` gives other values, with what it replaces."""
+    kind = newer.parsed.type if newer.parsed is not None else None
+    found: list[tuple[_Memory, Replacement]] = []
+    for older in candidates:
+        if (
+            kind is None
+            or older is newer
+            or older.parsed is None
+            or older.parsed.type != kind
+            or _in_team(older) != _in_team(newer)
+            or _newer(newer, older) is not True
+        ):
+            continue
+        replaced = replacement(newer.body, older.body)
+        if replaced is not None:
+            found.append((older, replaced))
+    loose = [pair for pair in found if not pair[1].exact]
+    if len(loose) > 1:  # "the date moved" fits several memories: which one is unknown
+        found = [pair for pair in found if pair[1].exact]
+    return found
+
+
+def _supersede(memories: Sequence[_Memory], retired: list[_Memory], layout: MemoryFormat) -> None:
+    """Let each newer memory replace the older ones it contradicts (see the module notes)."""
+    live = [m for m in memories if m not in retired and m.parsed is not None and m.body.strip()]
+    # Newest first, so the latest statement absorbs the others before any of them could.
+    live.sort(key=lambda m: (m.rank is None, m.rank or 0, m.link))
+    for newer in live:
+        if newer in retired:
+            continue
+        candidates = [m for m in live if m not in retired]
+        for older, replaced in _replacements(newer, candidates):
+            if _rewrite(newer, superseded_body(newer.body, older.body, replaced), layout):
+                # What the older one had absorbed is the newer one's now, for _relink.
+                newer.absorbed += [older.link, *older.absorbed]
+                retired.append(older)
 
 
 def _near(a: MemoryFile, b: MemoryFile) -> bool:
@@ -182,11 +301,15 @@ def _near(a: MemoryFile, b: MemoryFile) -> bool:
 
 
 def _fact(body: str) -> str:
-    """A memory body without its **Why:** and **How to apply:** lines."""
+    """A memory body without its **Why:**, **How to apply:** and **History:** lines.
+
+    A history line quotes what no longer holds, so it must not make a memory look like
+    another that still says it.
+    """
     return "\n".join(
         line
         for line in body.splitlines()
-        if not line.lstrip().startswith(("**Why:**", "**How to apply:**"))
+        if not line.lstrip().startswith(("**Why:**", "**How to apply:**", HISTORY))
     )
 
 
@@ -248,7 +371,7 @@ def _relink(memories: Sequence[_Memory], remaining: Sequence[_Memory]) -> None:
 
 
 def _decide(
-    memory_dir: str, pair: Sequence[Message], layout: MemoryFormat
+    memory_dir: str, pair: Sequence[Message], layout: MemoryFormat, ranks: Mapping[str, int]
 ) -> tuple[str, list[_Call]]:
     contents = read_results(pair)
     index_path = os.path.join(memory_dir, ENTRYPOINT_NAME)
@@ -260,10 +383,11 @@ def _decide(
             continue
         if path in contents and not (contents[path] or "").strip():
             continue  # gone, or empty already: memdir removes it after the pass
-        memory = _Memory(path=path, link=link, text=contents.get(path))
+        memory = _Memory(path=path, link=link, text=contents.get(path), rank=ranks.get(path))
         if memory.text is not None:
             memory.parsed = parse_memory_file(memory.text)
             memory.body = memory.parsed.body
+            memory.modified = _stamp(memory.parsed)
         memories.append(memory)
     memories.sort(key=lambda m: m.link)
     retired: list[_Memory] = []
@@ -277,6 +401,7 @@ def _decide(
             retired.append(memory)
         else:
             bodies[key] = memory
+    _supersede(memories, retired, layout)
     for i, keeper in enumerate(memories):  # near duplicates
         if keeper in retired or keeper.parsed is None:
             continue

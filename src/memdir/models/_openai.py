@@ -55,12 +55,17 @@ def openai_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _system_messages(system: SystemPrompt) -> list[dict[str, Any]]:
+def _system_messages(system: SystemPrompt, content_first: bool = False) -> list[dict[str, Any]]:
     if system is None:
         return []
     if isinstance(system, str):
-        return [{"role": "system", "content": system}]
-    text = "\n\n".join(str(b.get("text", "")) for b in system if b.get("type", "text") == "text")
+        text = system
+    else:
+        text = "\n\n".join(
+            str(b.get("text", "")) for b in system if b.get("type", "text") == "text"
+        )
+    if content_first:  # the order the OpenAI Agents SDK writes
+        return [{"content": text, "role": "system"}]
     return [{"role": "system", "content": text}]
 
 
@@ -70,7 +75,9 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
     Tool calls map both ways (parallel calls included); cached prompt tokens are read
     from ``usage.prompt_tokens_details.cached_tokens``. Rate limits, server errors and
     connection failures are retried with backoff; the rest raises
-    :class:`~memdir.errors.ModelError`.
+    :class:`~memdir.errors.ModelError`. ``system_content_first`` writes the system
+    message as ``{"content": ..., "role": "system"}``, the key order of the OpenAI Agents
+    SDK, so that a fork of such a host sends the bytes the host sent.
     """
 
     def __init__(
@@ -82,10 +89,15 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
         base_url: str | None = None,
         timeout: float = 600.0,
         retry: RetryPolicy | None = None,
+        system_content_first: bool = False,
     ) -> None:
         if not model:
             raise UsageError("OpenAIModel needs a model name, e.g. 'gpt-4.1'")
         self.model = model
+        # The OpenAI Agents SDK writes its system message ``content`` first; a fork of such
+        # a host must too, for a cache that compares requests as sent (memdir.testing's)
+        # to see the host's prefix rather than a reordered key.
+        self.system_content_first = system_content_first
         self.retry = retry or RetryPolicy()
         factory: Callable[[], AsyncOpenAI] | None = None
         if client is None:
@@ -122,7 +134,7 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
     ) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": self.model}
         kwargs.update(request.params)
-        messages = _system_messages(request.system)
+        messages = _system_messages(request.system, self.system_content_first)
         for wire in converted:
             messages.extend(wire)
         kwargs["messages"] = messages
@@ -151,8 +163,10 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
         except openai.APIStatusError as exc:
             detail = f"HTTP {exc.status_code}: {exc.message}"
             if is_retryable_status(exc.status_code):
-                raise TransientError(detail, retry_after=retry_after(exc)) from exc
-            raise ModelError(f"{self.name}: {detail}") from exc
+                raise TransientError(
+                    detail, retry_after=retry_after(exc), status=exc.status_code
+                ) from exc
+            raise ModelError(f"{self.name}: {detail}", status=exc.status_code) from exc
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise TransientError(f"{type(exc).__name__}: {exc}") from exc
         except openai.OpenAIError as exc:

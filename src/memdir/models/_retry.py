@@ -56,13 +56,17 @@ class RetryPolicy:
 class TransientError(Exception):
     """Raised inside a call to say: this failure may pass, try again.
 
-    ``cause`` is the provider's exception; ``retry_after`` the wait it asked for.
+    ``cause`` is the provider's exception; ``retry_after`` the wait it asked for;
+    ``status`` the HTTP status it answered with, if any.
     """
 
-    def __init__(self, description: str, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self, description: str, *, retry_after: float | None = None, status: int | None = None
+    ) -> None:
         super().__init__(description)
         self.description = description
         self.retry_after = retry_after
+        self.status = status
 
 
 async def with_retries(
@@ -81,7 +85,8 @@ async def with_retries(
             attempt += 1
             if attempt > policy.max_retries:
                 raise ModelError(
-                    f"{provider}: {failure.description} (gave up after {attempt} attempts)"
+                    f"{provider}: {failure.description} (gave up after {attempt} attempts)",
+                    status=failure.status,
                 ) from failure.__cause__
             await asyncio.sleep(policy.delay(attempt, failure.retry_after))
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memdir.errors import UsageError
+from memdir.errors import ModelError, UsageError, one_line
 from memdir.messages import Message
 from memdir.models import Model, ModelRequest
 from memdir.recall._prompt import MemoryDirLike, as_memory_dir
@@ -139,6 +139,8 @@ async def select_relevant_memories(
     *,
     recent_tools: Sequence[str] = (),
     follow_links: bool = True,
+    single_word: bool = False,
+    strict: bool = False,
 ) -> list[SurfacedMemory]:
     """The memory files most useful for ``query``, at most ``limit``, read and rendered.
 
@@ -147,14 +149,17 @@ async def select_relevant_memories(
     recorded. With a ``model``, one small request asks it to choose from the manifest
     (``recent_tools``, when given, lets it skip usage notes for tools that just worked);
     any failure — a :class:`~memdir.errors.ModelError`, an answer that is not the
-    expected JSON — gives ``[]``, since surfacing is a hint and must never break a turn.
-    Without a model the files are ranked by BM25 over name, description and body, and
-    only those sharing a word with the query qualify.
+    expected JSON — gives ``[]``, since surfacing is a hint and must never break a turn;
+    with ``strict`` it raises :class:`~memdir.errors.ModelError` instead (for a person who
+    asked and should learn that the model failed). Without a model the files are ranked
+    by BM25 over name, description and body, and only those sharing a word with the query
+    qualify.
 
     A query with no whitespace (a single word, ``"continue"``, ``"yes"``) surfaces
-    nothing, as in Claude Code: it carries too little to choose by. Nothing is surfaced
-    either once ``budget`` is exhausted; what is surfaced is recorded in it, and
-    surfacing stops part-way when the budget runs out.
+    nothing, as in Claude Code: it carries too little to choose by in the middle of a
+    conversation; ``single_word`` lets it through (a search, as ``memdir recall`` is).
+    Nothing is surfaced either once ``budget`` is exhausted; what is surfaced is recorded
+    in it, and surfacing stops part-way when the budget runs out.
 
     With ``follow_links``, each chosen memory's ``[[name]]`` links (in the part of it
     that is surfaced) bring the memories they name, among the candidates, after all the
@@ -168,7 +173,9 @@ async def select_relevant_memories(
     """
     if limit < 1:
         raise UsageError(f"limit must be at least 1, got {limit}")
-    if not query.strip() or not any(char.isspace() for char in query.strip()):
+    if not query.strip():
+        return []
+    if not single_word and not any(char.isspace() for char in query.strip()):
         return []
     if budget is not None and budget.exhausted:
         return []
@@ -181,7 +188,7 @@ async def select_relevant_memories(
         return []
 
     if model is not None:
-        chosen = await _ask_model(model, query, candidates, limit, recent_tools)
+        chosen = await _ask_model(model, query, candidates, limit, recent_tools, strict=strict)
     else:
         chosen = await asyncio.to_thread(_rank_bm25, query, candidates, limit)
 
@@ -252,8 +259,11 @@ async def _ask_model(
     candidates: Sequence[MemoryHeader],
     limit: int,
     recent_tools: Sequence[str],
+    *,
+    strict: bool = False,
 ) -> list[MemoryHeader]:
-    """The candidates ``model`` picks for ``query``, in its order; ``[]`` on any failure."""
+    """The candidates ``model`` picks for ``query``, in its order; ``[]`` on any failure,
+    or with ``strict`` a :class:`~memdir.errors.ModelError` saying what failed."""
     prompt = f"Query: {query}\n\nAvailable memories:\n{format_manifest(candidates)}"
     if recent_tools:
         prompt += f"\n\nRecently used tools: {', '.join(recent_tools)}"
@@ -265,11 +275,20 @@ async def _ask_model(
     try:
         response = await model.request(request)
     except Exception as exc:
+        if strict:
+            if isinstance(exc, ModelError):
+                raise
+            raise ModelError(f"memory selection failed: {one_line(exc)}") from exc
         # Whatever the provider raises, the turn goes on without surfaced memories.
         _log.debug("memory selection failed: %s: %s", type(exc).__name__, exc)
         return []
     names = _parse_selection(response.message.text)
     if names is None:
+        if strict:
+            raise ModelError(
+                f"{model.name}: the memory selection answer was not the expected JSON "
+                '({"selected_memories": [...]})'
+            )
         _log.debug("memory selection answer was not the expected JSON")
         return []
     by_name = {h.filename: h for h in candidates}

@@ -10,8 +10,9 @@
   links between memories (:func:`find_links`, :func:`replace_links`);
   the index's load caps: :func:`truncate_entrypoint`; the manifest of existing memories:
   :func:`scan_memory_files` / :func:`format_manifest`.
-- safety: :func:`atomic_write`, :func:`file_lock`, :func:`update_file`, and the secret
-  scanner (:func:`scan_secrets`, :func:`redact`).
+- safety: :func:`atomic_write`, :func:`file_lock`, :func:`update_file`, the secret
+  scanner (:func:`scan_secrets`, :func:`redact`), and the trash that makes forgetting
+  undoable (:func:`forget_memory`, :func:`restore_memory`, :func:`empty_trash`).
 """
 
 from memdir.store._atomic import atomic_write, file_lock, lock_path, update_file
@@ -60,6 +61,16 @@ from memdir.store._secrets import (
     redact,
     scan_secrets,
 )
+from memdir.store._trash import (
+    TRASH_DIR_NAME,
+    TRASH_KEEP_SECONDS,
+    TrashEntry,
+    empty_trash,
+    forget_memory,
+    last_trashed,
+    restore_memory,
+    trash_entries,
+)
 
 __all__ = [
     "ENTRYPOINT_NAME",
@@ -71,6 +82,8 @@ __all__ = [
     "MEMORY_TYPES",
     "SECRET_RULES",
     "TEAM_DIR_NAME",
+    "TRASH_DIR_NAME",
+    "TRASH_KEEP_SECONDS",
     "EntrypointContent",
     "MemoryDir",
     "MemoryFile",
@@ -79,27 +92,33 @@ __all__ = [
     "MemoryType",
     "SecretFinding",
     "SecretRule",
+    "TrashEntry",
     "atomic_write",
     "canonical_git_root",
     "claude_config_home",
     "contains_secret",
     "default_memory_dir",
+    "empty_trash",
     "file_lock",
     "find_git_root",
     "find_links",
+    "forget_memory",
     "format_manifest",
     "format_memory_file",
     "iso_timestamp",
+    "last_trashed",
     "lock_path",
     "memory_slug",
     "parse_memory_file",
     "redact",
     "replace_links",
+    "restore_memory",
     "sanitize_path",
     "scan_memory_files",
     "scan_secrets",
     "stamp_memory_file",
     "strip_entrypoint_noise",
+    "trash_entries",
     "truncate_entrypoint",
     "update_file",
 ]
