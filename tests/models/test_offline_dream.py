@@ -409,3 +409,25 @@ def test_links_to_a_replaced_memory_and_to_its_copy_name_the_newer_one(tmp_path:
     assert memory_files(root) == ["reference_demo.md", "ship_date.md"]
     demo = parse_memory_file((root / "reference_demo.md").read_text(encoding="utf-8"))
     assert demo.links == ("the-ship-date-moved-to-2026-12-07",)
+
+
+def test_a_memory_that_links_to_another_is_not_taken_for_its_copy(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    memory(
+        root,
+        "project_ingest_release.md",
+        "The ingest release ships on the staging cluster",
+        "project",
+        "The ingest release ships on the staging cluster.",
+    )
+    memory(
+        root,
+        "project_demo.md",
+        "The customer demo",
+        "project",
+        "The customer demo waits for [[the-ingest-release-ships-on-the-staging-cluster]].",
+    )
+    assert dream(root)
+    assert memory_files(root) == ["project_demo.md", "project_ingest_release.md"]
+    demo = parse_memory_file((root / "project_demo.md").read_text(encoding="utf-8"))
+    assert demo.links == ("the-ingest-release-ships-on-the-staging-cluster",)

@@ -68,6 +68,8 @@ __all__ = ["DreamAnswer", "answer_consolidation"]
 _OPENER = re.compile(
     r"^# Memory consolidation\n\nYou are tidying the memory directory `([^`\n]+)`", re.M
 )
+# A [[name]] or [[name|label]] link, as a whole: its words say what it points at.
+_LINK_TARGET = re.compile(r"\[\[[^\[\]\n]*\]\]")
 _POINTER = re.compile(r"^\s*[-*]\s*\[[^\]]*\]\(([^)\s]+)\)")
 # How memdir's consolidation prompt names the layouts (memdir.dream._prompt).
 _OLD_LAYOUT = re.compile(r"frontmatter with `name`, `description` and `type` \(user")
@@ -304,12 +306,17 @@ def _fact(body: str) -> str:
     """A memory body without its **Why:**, **How to apply:** and **History:** lines.
 
     A history line quotes what no longer holds, so it must not make a memory look like
-    another that still says it.
+    another that still says it. ``[[link]]`` targets go too: a memory that names another
+    is about something else, and the words of the name it links by would make it look
+    like a copy of the memory it points at.
     """
-    return "\n".join(
-        line
-        for line in body.splitlines()
-        if not line.lstrip().startswith(("**Why:**", "**How to apply:**", HISTORY))
+    return _LINK_TARGET.sub(
+        "",
+        "\n".join(
+            line
+            for line in body.splitlines()
+            if not line.lstrip().startswith(("**Why:**", "**How to apply:**", HISTORY))
+        ),
     )
 
 
