@@ -57,11 +57,17 @@ def test_view_lists_two_levels_with_sizes_and_no_hidden(mem: Path) -> None:
     (mem / "team" / "deep" / "deeper").mkdir(parents=True)
     (mem / "team" / "deep" / "deeper" / "too_deep.md").write_text("x")
     (mem / "team" / "conventions.md").write_text("c" * 2048)
+    (mem / "team" / "half.md").write_text("h" * 1536)
+    (mem / "team" / "empty.md").write_text("")
     (mem / ".hidden.md").write_text("h")
     (mem / "team" / ".notes.md.lock").write_text("")
+    os.mkfifo(mem / "team" / "pipe")  # neither a file nor a folder: not listed
     out = call(MemoryTool(mem), {"command": "view", "path": "/memories"}).content
     lines = out.splitlines()
-    assert lines[0].startswith("/memories:")
+    assert lines[0] == (
+        "Here're the files and directories up to 2 levels deep in /memories, "
+        "excluding hidden items:"
+    )
     entries = [line.split("\t") for line in lines[1:]]
     paths = [path for _size, path in entries]
     assert paths == [
@@ -70,10 +76,15 @@ def test_view_lists_two_levels_with_sizes_and_no_hidden(mem: Path) -> None:
         "/memories/team/",
         "/memories/team/conventions.md",
         "/memories/team/deep/",
+        "/memories/team/empty.md",
+        "/memories/team/half.md",
     ]
     sizes = {path: size for size, path in entries}
+    # The SDK's sizes: a whole number of units has no decimals.
     assert sizes["/memories/notes.md"] == "17B"
-    assert sizes["/memories/team/conventions.md"] == "2.0K"
+    assert sizes["/memories/team/conventions.md"] == "2K"
+    assert sizes["/memories/team/half.md"] == "1.5K"
+    assert sizes["/memories/team/empty.md"] == "0B"
 
 
 def test_view_of_a_subfolder_and_a_missing_root(tmp_path: Path, mem: Path) -> None:
@@ -81,13 +92,19 @@ def test_view_of_a_subfolder_and_a_missing_root(tmp_path: Path, mem: Path) -> No
     out = call(MemoryTool(mem), {"command": "view", "path": "/memories/team/"}).content
     assert out.splitlines()[2] == "1B\t/memories/team/a.md"
     empty = MemoryTool(tmp_path / "not-yet")
-    assert call(empty, {"command": "view", "path": "/memories"}).content == "/memories is empty"
+    assert call(empty, {"command": "view", "path": "/memories"}).content == (
+        "Here're the files and directories up to 2 levels deep in /memories, "
+        "excluding hidden items:\n0B\t/memories"
+    )
     assert not (tmp_path / "not-yet").exists()
 
 
 def test_view_file_numbers_lines(mem: Path) -> None:
     out = call(MemoryTool(mem), {"command": "view", "path": "/memories/notes.md"}).content
-    assert out == "/memories/notes.md, lines 1-3 of 3:\n     1\talpha\n     2\tbeta\n     3\tgamma"
+    assert out == (
+        "Here's the content of /memories/notes.md with line numbers:\n"
+        "     1\talpha\n     2\tbeta\n     3\tgamma"
+    )
 
 
 @pytest.mark.parametrize(
@@ -100,19 +117,55 @@ def test_view_range(mem: Path, view_range: list[int], shown: list[str]) -> None:
     assert call(MemoryTool(mem), tool_input).content.splitlines()[1:] == shown
 
 
-@pytest.mark.parametrize("view_range", [[0, 2], [4, 5], [3, 2], [1], "1-2", [1, True]])
-def test_view_range_is_checked(mem: Path, view_range: object) -> None:
+@pytest.mark.parametrize(
+    ("view_range", "shown"),
+    [([0, 2], ["     1\talpha", "     2\tbeta"]), ([-5, 1], ["     1\talpha"]),
+     ([4, 5], []), ([99, -1], []), ([3, 2], []), ([2, -3], []), ([1, 0], [])],
+)  # fmt: skip
+def test_an_out_of_range_view_range_is_clamped(
+    mem: Path, view_range: list[int], shown: list[str]
+) -> None:
+    # As the SDK does: the start is at least 1, the end at most the last line, and a range
+    # that ends before it starts shows nothing; none of these is an error.
+    tool_input = {"command": "view", "path": "/memories/notes.md", "view_range": view_range}
+    out = call(MemoryTool(mem), tool_input).content
+    assert out.split("\n")[0] == "Here's the content of /memories/notes.md with line numbers:"
+    assert out.split("\n")[1:] == (shown or [""])
+
+
+@pytest.mark.parametrize("view_range", [[1], [1, 2, 3], "1-2", [1, True], [1.0, 2]])
+def test_a_malformed_view_range_is_refused(mem: Path, view_range: object) -> None:
     tool_input = {"command": "view", "path": "/memories/notes.md", "view_range": view_range}
     assert "view_range" in error(MemoryTool(mem), tool_input)
 
 
 def test_view_missing_and_empty(mem: Path) -> None:
     tool = MemoryTool(mem)
-    assert "does not exist" in error(tool, {"command": "view", "path": "/memories/nope.md"})
+    assert error(tool, {"command": "view", "path": "/memories/nope.md"}) == (
+        "The path /memories/nope.md does not exist. Please provide a valid path."
+    )
     (mem / "empty.md").write_text("")
     assert call(tool, {"command": "view", "path": "/memories/empty.md"}).content == (
-        "/memories/empty.md is empty"
+        "Here's the content of /memories/empty.md with line numbers:\n"
     )
+
+
+def test_view_refuses_a_file_past_the_line_limit(mem: Path) -> None:
+    (mem / "long.md").write_text("\n" * 1_000_000)
+    assert error(MemoryTool(mem), {"command": "view", "path": "/memories/long.md"}) == (
+        "File /memories/long.md exceeds maximum line limit of 999,999 lines."
+    )
+
+
+def test_run_sync_needs_no_event_loop_nor_context(mem: Path) -> None:
+    # The SDK's synchronous tool runner calls the tool in its own thread, off any loop.
+    tool = MemoryTool(mem)
+    out = tool.run_sync({"command": "view", "path": "/memories/notes.md", "view_range": [3, 3]})
+    assert out.content.endswith("\n     3\tgamma")
+    with pytest.raises(ToolError, match="unknown command"):
+        tool.run_sync({"command": "format"})
+    with pytest.raises(ToolError, match="JSON object"):
+        tool.run_sync(["view"])
 
 
 # create
@@ -121,7 +174,7 @@ def test_view_missing_and_empty(mem: Path) -> None:
 def test_create_makes_parents(mem: Path) -> None:
     tool_input = {"command": "create", "path": "/memories/a/b/c.md", "file_text": "hello\n"}
     out = call(MemoryTool(mem), tool_input)
-    assert out.content == "Created /memories/a/b/c.md"
+    assert out.content == "File created successfully at: /memories/a/b/c.md"
     assert out.written == mem / "a" / "b" / "c.md"
     assert (mem / "a" / "b" / "c.md").read_text() == "hello\n"
 
@@ -129,11 +182,11 @@ def test_create_makes_parents(mem: Path) -> None:
 def test_create_refuses_an_existing_file_and_the_root(mem: Path) -> None:
     tool = MemoryTool(mem)
     msg = error(tool, {"command": "create", "path": "/memories/notes.md", "file_text": "x"})
-    assert "already exists" in msg
+    assert msg == "File /memories/notes.md already exists"
     assert (mem / "notes.md").read_text() == "alpha\nbeta\ngamma\n"
     for root in ("/memories", "/memories/", "/memories/./"):
         msg = error(tool, {"command": "create", "path": root, "file_text": "x"})
-        assert "/memories itself" in msg
+        assert "/memories is the memory directory itself" in msg
     assert "'file_text'" in error(tool, {"command": "create", "path": "/memories/n.md"})
 
 
@@ -149,27 +202,39 @@ def test_str_replace_edits_and_shows_the_change(mem: Path) -> None:
     }
     out = call(MemoryTool(mem), tool_input)
     assert (mem / "notes.md").read_text() == "alpha\nBETA\ngamma\n"
-    assert "     2\tBETA" in out.content
+    assert out.content == (
+        "The memory file has been edited. Here is the snippet showing the change "
+        "(with line numbers):\n     1\talpha\n     2\tBETA\n     3\tgamma"
+    )
     assert out.written == mem / "notes.md"
 
 
-@pytest.mark.parametrize(("old", "count"), [("delta", 0), ("a\n", 3)])
-def test_str_replace_needs_exactly_one_match(mem: Path, old: str, count: int) -> None:
+@pytest.mark.parametrize(
+    ("old", "expected"),
+    [("delta", "No replacement was performed, old_str `delta` did not appear verbatim in "
+               "/memories/notes.md."),
+     ("a\n", "No replacement was performed. Multiple occurrences of old_str `a\n` in lines: "
+             "1, 2, 3. Please ensure it is unique")],
+)  # fmt: skip
+def test_str_replace_needs_exactly_one_match(mem: Path, old: str, expected: str) -> None:
     tool_input = {"command": "str_replace", "path": "/memories/notes.md", "old_str": old}
-    msg = error(MemoryTool(mem), {**tool_input, "new_str": "x"})
-    assert f"occurs {count} times" in msg
-    if count:
-        assert "lines 1, 2, 3" in msg
+    assert error(MemoryTool(mem), {**tool_input, "new_str": "x"}) == expected
     assert (mem / "notes.md").read_text() == "alpha\nbeta\ngamma\n"
 
 
 def test_str_replace_missing_file_and_empty_old(mem: Path) -> None:
     tool = MemoryTool(mem)
     tool_input = {"command": "str_replace", "path": "/memories/nope.md", "old_str": "a"}
-    assert "does not exist" in error(tool, {**tool_input, "new_str": "b"})
+    assert error(tool, {**tool_input, "new_str": "b"}) == (
+        "The path /memories/nope.md does not exist. Please provide a valid path."
+    )
     tool_input = {"command": "str_replace", "path": "/memories/notes.md", "old_str": ""}
     assert "must not be empty" in error(tool, {**tool_input, "new_str": "b"})
-    assert "not a file" in error(tool, {**tool_input, "path": "/memories/team", "old_str": "a"})
+    not_a_file = error(tool, {**tool_input, "path": "/memories/team", "old_str": "a"})
+    assert not_a_file == "The path /memories/team is not a file."
+    for root in ("/memories", "/memories/"):
+        root_input = {**tool_input, "path": root, "old_str": "a"}
+        assert error(tool, root_input) == "The path /memories is not a file."
 
 
 # insert
@@ -189,7 +254,7 @@ def test_insert(mem: Path, line: int, expected: str) -> None:
     }
     out = call(MemoryTool(mem), tool_input)
     assert (mem / "notes.md").read_text() == expected
-    assert out.content.startswith("Inserted 1 line(s) into /memories/notes.md")
+    assert out.content == "The file /memories/notes.md has been edited."
 
 
 @pytest.mark.parametrize("line", [-1, 4, 100, True, "1"])
@@ -200,13 +265,23 @@ def test_insert_out_of_range(mem: Path, line: object) -> None:
         "insert_line": line,
         "insert_text": "x",
     }
-    assert "insert_line" in error(MemoryTool(mem), tool_input)
+    msg = error(MemoryTool(mem), tool_input)
+    if isinstance(line, int) and not isinstance(line, bool):
+        assert msg == (
+            f"Invalid `insert_line` parameter: {line}. It should be within the range [0, 3]."
+        )
+    assert "insert_line" in msg
     assert (mem / "notes.md").read_text() == "alpha\nbeta\ngamma\n"
 
 
-def test_insert_missing_file(mem: Path) -> None:
+def test_insert_missing_file_a_folder_and_the_root(mem: Path) -> None:
     tool_input = {"command": "insert", "path": "/memories/no.md", "insert_line": 0}
-    assert "does not exist" in error(MemoryTool(mem), {**tool_input, "insert_text": "x"})
+    assert error(MemoryTool(mem), {**tool_input, "insert_text": "x"}) == (
+        "The path /memories/no.md does not exist. Please provide a valid path."
+    )
+    for path, shown in [("/memories/team", "/memories/team"), ("/memories", "/memories")]:
+        folder = {**tool_input, "path": path, "insert_text": "x"}
+        assert error(MemoryTool(mem), folder) == f"The path {shown} is not a file."
 
 
 def test_concurrent_inserts_are_all_kept(mem: Path) -> None:
@@ -241,11 +316,11 @@ def test_delete_a_file_and_a_folder(mem: Path) -> None:
     tool = MemoryTool(mem)
     (mem / "team" / "t.md").write_text("t")
     assert call(tool, {"command": "delete", "path": "/memories/notes.md"}).content == (
-        "Deleted /memories/notes.md"
+        "Successfully deleted /memories/notes.md"
     )
     assert not (mem / "notes.md").exists()
-    assert (
-        "Deleted the folder" in call(tool, {"command": "delete", "path": "/memories/team"}).content
+    assert call(tool, {"command": "delete", "path": "/memories/team/"}).content == (
+        "Successfully deleted /memories/team"
     )
     assert not (mem / "team").exists()
     assert mem.is_dir()
@@ -254,9 +329,13 @@ def test_delete_a_file_and_a_folder(mem: Path) -> None:
 def test_delete_refuses_the_root_and_missing(mem: Path) -> None:
     tool = MemoryTool(mem)
     for root in ("/memories", "/memories/", "/memories//.", "/memories/./"):
-        assert "/memories itself" in error(tool, {"command": "delete", "path": root})
+        assert error(tool, {"command": "delete", "path": root}) == (
+            "Cannot delete the /memories directory itself"
+        )
     assert (mem / "notes.md").exists()
-    assert "does not exist" in error(tool, {"command": "delete", "path": "/memories/no.md"})
+    assert error(tool, {"command": "delete", "path": "/memories/no.md"}) == (
+        "The path /memories/no.md does not exist"
+    )
 
 
 def test_delete_a_link_removes_the_link_only(mem: Path) -> None:
@@ -278,7 +357,9 @@ def test_rename_moves_into_a_new_folder(mem: Path) -> None:
         "new_path": "/memories/archive/2024/notes.md",
     }
     out = call(MemoryTool(mem), tool_input)
-    assert out.content == "Renamed /memories/notes.md to /memories/archive/2024/notes.md"
+    assert out.content == (
+        "Successfully renamed /memories/notes.md to /memories/archive/2024/notes.md"
+    )
     assert not (mem / "notes.md").exists()
     assert (mem / "archive" / "2024" / "notes.md").read_text() == "alpha\nbeta\ngamma\n"
 
@@ -291,12 +372,16 @@ def test_rename_refuses_existing_destination_missing_source_and_root(mem: Path) 
         "old_path": "/memories/notes.md",
         "new_path": "/memories/other.md",
     }
-    assert "already exists" in error(tool, rename)
+    assert error(tool, rename) == "The destination /memories/other.md already exists"
     assert (mem / "other.md").read_text() == "other"
-    assert "already exists" in error(tool, {**rename, "new_path": "/memories/team"})
-    assert "does not exist" in error(tool, {**rename, "old_path": "/memories/gone.md"})
-    assert "/memories itself" in error(tool, {**rename, "old_path": "/memories"})
-    assert "/memories itself" in error(tool, {**rename, "new_path": "/memories/"})
+    team = error(tool, {**rename, "new_path": "/memories/team"})
+    assert team == "The destination /memories/team already exists"
+    gone = error(tool, {**rename, "old_path": "/memories/gone.md"})
+    assert gone == "The path /memories/gone.md does not exist"
+    root = error(tool, {**rename, "old_path": "/memories"})
+    assert root == "Cannot rename the /memories directory itself"
+    onto_root = error(tool, {**rename, "new_path": "/memories/"})
+    assert onto_root == "The destination /memories already exists"
     assert "failed" in error(
         tool, {**rename, "old_path": "/memories/team", "new_path": "/memories/team/x"}
     )
@@ -454,7 +539,7 @@ def test_escape_is_refused(tree: Path, command: str, path: str) -> None:
 
 def test_a_relative_path_is_refused_with_a_hint(mem: Path) -> None:
     msg = error(MemoryTool(mem), {"command": "create", "path": "memories/x.md", "file_text": "x"})
-    assert "start with '/memories/'" in msg
+    assert msg == "Path must start with /memories, got: memories/x.md"
     assert not (mem / "x.md").exists()
 
 

@@ -2,18 +2,37 @@
 
 The model is trained on this tool: it sees a virtual ``/memories`` folder and sends
 ``view``, ``create``, ``str_replace``, ``insert``, ``delete`` and ``rename`` commands (the
-shapes are those of the SDK's ``BetaMemoryTool20250818*Command`` types). Here each
-virtual path is mapped onto the memory directory, so an agent built on that tool shares
-memdir's storage with Claude Code and memdir's own agent.
+shapes are those of the SDK's ``BetaMemoryTool20250818*Command`` types). The answers use
+the wording the SDK's own tool and Anthropic's documentation give (``Here's the content of
+… with line numbers:``, ``File created successfully at: …``, the ``No replacement was
+performed`` and ``Invalid `insert_line` parameter`` errors, …), because that is the text
+the model was trained to read; an out-of-range ``view_range`` is clamped to the file, as
+the SDK does, rather than refused.
+
+Where ``/memories`` lives: ``/memories/x`` is ``<memory_dir>/x``. The SDK's local tool
+instead stores it at ``<base_path>/memories/x``, a ``memories`` folder inside a folder of
+its own. For a Claude-Code-compatible directory the first is the right one: Claude Code's
+memory directory *is* the memories folder — it holds ``MEMORY.md`` (the index Claude Code
+loads into every session) and the topic files beside it at its root, and it is named
+``memory``, not ``memories``, so no ``base_path`` could make the SDK's mapping land there.
+With the SDK's mapping the model's ``/memories/MEMORY.md`` would become
+``<dir>/memories/MEMORY.md``, a file Claude Code never loads and memdir's recall never
+reads. With this one, ``/memories/MEMORY.md`` is the index Claude Code reads, and an agent
+built on this tool shares its memories with Claude Code and memdir's own agent.
 
 A virtual path is checked twice: lexically (it must be ``/memories`` or below it, with no
 ``..``, hidden names, backslashes, percent-escapes, NUL or control characters), then the
 mapped real path must resolve inside the directory the way the operating system would
-(:meth:`~memdir.store.MemoryDir.is_memory_path`: symlinks followed, failing closed). Writes
-are atomic, made under the file's lock, and judged on their final text by
-:func:`~memdir.permissions.memory_write_guard`, so no credential reaches ``team/``. A
-Markdown file with frontmatter is stored as Claude Code stores it (see
-:class:`~memdir.tools.MemoryFiles`), so a memory is the same whichever tool saved it.
+(:meth:`~memdir.store.MemoryDir.is_memory_path`: symlinks followed, failing closed). Hidden
+names being refused keeps memdir's ``.memdir/`` bookkeeping out of reach, and the write
+guard refuses it again. Writes are atomic, made under the file's lock, and judged on
+their final text by :func:`~memdir.permissions.memory_write_guard`, so no credential
+reaches ``team/``. A Markdown file with frontmatter is stored as Claude Code stores it
+(see :class:`~memdir.tools.MemoryFiles`), so a memory is the same whichever tool saved it.
+
+This module does not import the ``anthropic`` SDK. For the SDK's tool runner
+(``client.beta.messages.tool_runner``), wrap the tool with
+:class:`memdir.integrations.anthropic_memory.MemdirMemoryTool` (or its async twin).
 """
 
 from __future__ import annotations
@@ -40,7 +59,8 @@ __all__ = ["MEMORY_TOOL_TYPE", "VIRTUAL_ROOT", "MemoryTool", "memory_tool_decisi
 # The tool type the Messages API knows (anthropic SDK: ``BetaMemoryTool20250818Param``).
 MEMORY_TOOL_TYPE = "memory_20250818"
 VIRTUAL_ROOT = "/memories"
-"""The folder the model sees; ``/memories/x.md`` is ``<memory_dir>/x.md``."""
+"""The folder the model sees; ``/memories/x.md`` is ``<memory_dir>/x.md`` (the memory
+directory itself, as Claude Code lays it out: see the module's notes)."""
 
 _COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
 _PATH_KEYS = {"rename": ("old_path", "new_path")}
@@ -49,7 +69,35 @@ _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # 6 digits and a tab: the numbering of the SDK's own view and of Claude Code's Read.
 _NUMBER_WIDTH = 6
+# The SDK refuses to number a file longer than its 6 digits can count.
+_MAX_LINES = 999_999
 _SNIPPET_CONTEXT = 2
+_SIZE_UNITS = ("B", "K", "M", "G")
+_NOT_A_FILE = "The path {} is not a file."
+
+
+def _root_refusal(command: str, key: str) -> str | None:
+    """Why ``command`` may not name ``/memories`` itself as ``key``; None: it may (view).
+
+    The wording is what the SDK's tool answers where it has an answer; creating the root
+    has none there, so it says what to do instead.
+    """
+    if command == "view":
+        return None
+    if command == "create":
+        return (
+            f"{VIRTUAL_ROOT} is the memory directory itself; "
+            f"create a file inside it, like {VIRTUAL_ROOT}/notes.md"
+        )
+    if command in ("str_replace", "insert"):
+        return _NOT_A_FILE.format(VIRTUAL_ROOT)
+    if command == "rename" and key == "new_path":
+        return f"The destination {VIRTUAL_ROOT} already exists"
+    return f"Cannot {command} the {VIRTUAL_ROOT} directory itself"
+
+
+def _missing(virtual: str) -> ToolError:
+    return ToolError(f"The path {virtual} does not exist. Please provide a valid path.")
 
 
 def _as_memory_dir(memory_dir: MemoryDir | str | os.PathLike[str]) -> MemoryDir:
@@ -70,7 +118,8 @@ def _virtual_parts(path: object) -> list[str]:
     if _PERCENT_ESCAPE.search(path):
         raise ToolError(f"{shown}: percent-escapes are not decoded; write the name plainly")
     if path != VIRTUAL_ROOT and not path.startswith(VIRTUAL_ROOT + "/"):
-        raise ToolError(f"{shown}: memory paths start with '{VIRTUAL_ROOT}/'")
+        # Safe to echo: control characters were refused above.
+        raise ToolError(f"Path must start with {VIRTUAL_ROOT}, got: {path}")
     parts = [p for p in path[len(VIRTUAL_ROOT) :].split("/") if p not in ("", ".")]
     if ".." in parts:
         raise ToolError(f"{shown}: '..' is not allowed in memory paths")
@@ -79,16 +128,14 @@ def _virtual_parts(path: object) -> list[str]:
     return parts
 
 
-def _map_path(md: MemoryDir, path: object, *, allow_root: bool) -> tuple[str, Path]:
+def _map_path(md: MemoryDir, path: object, command: str, key: str = "path") -> tuple[str, Path]:
     """The normalised virtual path and the real path it stands for; raises ToolError."""
     parts = _virtual_parts(path)
     virtual = posixpath.join(VIRTUAL_ROOT, *parts)
     if not parts:
-        if not allow_root:
-            raise ToolError(
-                f"{VIRTUAL_ROOT} itself cannot be created, changed, deleted or renamed; "
-                "name a path inside it"
-            )
+        refusal = _root_refusal(command, key)
+        if refusal is not None:
+            raise ToolError(refusal)
         return virtual, md.root
     real = md.root.joinpath(*parts)
     if not md.is_memory_path(real):
@@ -116,22 +163,43 @@ def _numbered(lines: list[str], first: int) -> str:
     return "\n".join(f"{n:{_NUMBER_WIDTH}}\t{line}" for n, line in enumerate(lines, first))
 
 
+def _clamped_range(view_range: object, count: int) -> tuple[int, int]:
+    """The first and last line numbers to show of a file of ``count`` lines.
+
+    Like the SDK, an out-of-range ``view_range`` is clamped rather than refused: a start
+    below 1 is 1, an end past the file is its last line, ``-1`` is the end, and a range
+    that ends before it starts shows no lines. Only a malformed one is an error.
+    """
+    if view_range is None:
+        return 1, count
+    if (
+        not isinstance(view_range, list | tuple)
+        or len(view_range) != 2
+        or not all(isinstance(n, int) and not isinstance(n, bool) for n in view_range)
+    ):
+        raise ToolError("'view_range' must be two line numbers: [start, end]")
+    start, end = view_range
+    first = max(start, 1)
+    last = count if end == -1 else min(end, count)
+    # Never below first - 1: a negative end must not count from the end as slices do.
+    return first, max(last, first - 1)
+
+
 def _human_size(size: int) -> str:
-    if size < 1024:
-        return f"{size}B"
-    value = float(size)
-    for unit in ("K", "M"):
-        value /= 1024
-        if value < 1024:
-            return f"{value:.1f}{unit}"
-    return f"{value / 1024:.1f}G"
+    """A size as the SDK's listing writes it: ``17B``, ``2K``, ``1.5K``, ``3.2M``."""
+    unit = 0
+    while unit < len(_SIZE_UNITS) - 1 and size >= 1024 ** (unit + 1):
+        unit += 1
+    value = size / 1024**unit
+    shown = f"{int(value)}" if value.is_integer() else f"{value:.1f}"
+    return f"{shown}{_SIZE_UNITS[unit]}"
 
 
 def _read_text(real: Path, virtual: str) -> str:
     try:
         return real.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ToolError(f"{virtual} does not exist") from None
+        raise _missing(virtual) from None
     except UnicodeDecodeError:
         raise ToolError(f"{virtual} is not UTF-8 text") from None
 
@@ -149,9 +217,9 @@ def _header_lines(text: str) -> int:
 
 def _require_file(real: Path, virtual: str) -> None:
     if not os.path.lexists(real):
-        raise ToolError(f"{virtual} does not exist")
+        raise _missing(virtual)
     if not real.is_file():
-        raise ToolError(f"{virtual} is not a file")
+        raise ToolError(_NOT_A_FILE.format(virtual))
 
 
 class MemoryTool:
@@ -165,6 +233,9 @@ class MemoryTool:
     decides: ``"current"`` stores them in Claude Code's current layout, stamped with the
     time (``clock``) and ``session_id`` when known; ``"2.1.88"`` or ``None`` (the
     default) stores them exactly as written.
+
+    memdir's agent loop calls :meth:`run`; the Anthropic SDK's tool runner needs the
+    wrappers of :mod:`memdir.integrations.anthropic_memory`, which call :meth:`run_sync`.
     """
 
     name = "memory"
@@ -196,6 +267,16 @@ class MemoryTool:
 
     async def run(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
         """Carry out one command; a command that cannot be done raises :class:`ToolError`."""
+        # A worker thread: the filesystem calls block.
+        return await asyncio.to_thread(self.run_sync, tool_input, context)
+
+    def run_sync(self, tool_input: object, context: ToolContext | None = None) -> ToolOutput:
+        """:meth:`run`, in the calling thread, for callers that are not on an event loop.
+
+        ``tool_input`` is the command as the model sent it, checked here rather than
+        trusted; ``context`` defaults to a fresh one (no extra write guard, and memory
+        files stored as this tool's ``format`` says).
+        """
         if not isinstance(tool_input, Mapping):
             raise ToolError(f"input must be a JSON object, got {type(tool_input).__name__}")
         command = tool_input.get("command")
@@ -203,7 +284,7 @@ class MemoryTool:
             raise ToolError(f"unknown command {command!r}; expected one of: {', '.join(_COMMANDS)}")
         handler = getattr(self, f"_{command}")
         try:
-            result: ToolOutput = await asyncio.to_thread(handler, tool_input, context)
+            result: ToolOutput = handler(tool_input, context or ToolContext())
         except StoreError as exc:
             raise ToolError(str(exc)) from exc
         except OSError as exc:
@@ -211,8 +292,6 @@ class MemoryTool:
         except ValueError as exc:  # e.g. a name that the filesystem cannot encode
             raise ToolError(f"{command} failed: {exc}") from exc
         return result
-
-    # Each command runs in a worker thread: the filesystem calls below block.
 
     def _prepare(self, real: Path, text: str, context: ToolContext) -> str:
         """The text to store at ``real``: a memory file stamped as Claude Code does."""
@@ -227,38 +306,33 @@ class MemoryTool:
                 raise ToolError(refusal)
 
     def _view(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
-        virtual, real = _map_path(self.memory_dir, tool_input.get("path"), allow_root=True)
+        virtual, real = _map_path(self.memory_dir, tool_input.get("path"), "view")
         if real == self.memory_dir.root and not real.exists():
-            return ToolOutput(content=f"{VIRTUAL_ROOT} is empty")
+            # Not created by a look: an empty listing, as for an empty folder.
+            return ToolOutput(content=self._listing(virtual, real))
+        if not os.path.lexists(real):
+            raise _missing(virtual)
         if real.is_dir():
             return ToolOutput(content=self._listing(virtual, real))
-        _require_file(real, virtual)
+        if not real.is_file():
+            raise ToolError(f"Unsupported file type for {virtual}")
         lines = _lines(_read_text(real, virtual))
-        view_range = tool_input.get("view_range")
-        first, last = 1, len(lines)
-        if view_range is not None:
-            if (
-                not isinstance(view_range, list)
-                or len(view_range) != 2
-                or not all(isinstance(n, int) and not isinstance(n, bool) for n in view_range)
-            ):
-                raise ToolError("'view_range' must be two line numbers: [start, end]")
-            first, end = view_range
-            if not 1 <= first <= max(len(lines), 1):
-                raise ToolError(f"view_range start {first} is not a line of {virtual} (1-{last})")
-            if end != -1 and end < first:
-                raise ToolError(f"view_range end {end} is before its start {first}")
-            last = last if end == -1 else min(end, last)
-        if not lines:
-            return ToolOutput(content=f"{virtual} is empty")
+        if len(lines) > _MAX_LINES:
+            raise ToolError(f"File {virtual} exceeds maximum line limit of 999,999 lines.")
+        first, last = _clamped_range(tool_input.get("view_range"), len(lines))
         body = _numbered(lines[first - 1 : last], first)
-        return ToolOutput(content=f"{virtual}, lines {first}-{last} of {len(lines)}:\n{body}")
+        return ToolOutput(content=f"Here's the content of {virtual} with line numbers:\n{body}")
 
     def _listing(self, virtual: str, real: Path) -> str:
-        rows = [f"{_human_size(real.stat().st_size)}\t{virtual}"]
-        for rel, size, is_dir in self._walk(real, "", 1):
-            rows.append(f"{_human_size(size)}\t{virtual.rstrip('/')}/{rel}{'/' if is_dir else ''}")
-        header = f"{virtual}: files and folders two levels deep, hidden ones left out"
+        size = real.stat().st_size if real.exists() else 0
+        rows = [f"{_human_size(size)}\t{virtual}"]
+        for rel, entry_size, is_dir in self._walk(real, "", 1):
+            suffix = "/" if is_dir else ""
+            rows.append(f"{_human_size(entry_size)}\t{virtual.rstrip('/')}/{rel}{suffix}")
+        header = (
+            f"Here're the files and directories up to 2 levels deep in {virtual}, "
+            "excluding hidden items:"
+        )
         return "\n".join([header, *rows])
 
     def _walk(self, directory: Path, prefix: str, depth: int) -> Iterator[tuple[str, int, bool]]:
@@ -276,28 +350,28 @@ class MemoryTool:
             except OSError:
                 continue
             is_dir = stat.S_ISDIR(st.st_mode)
+            if not is_dir and not stat.S_ISREG(st.st_mode):
+                continue  # a socket or FIFO is no memory, and cannot be viewed
             yield f"{prefix}{name}", st.st_size, is_dir
             if is_dir and depth < 2 and not entry.is_symlink():
                 yield from self._walk(entry, f"{prefix}{name}/", depth + 1)
 
     def _create(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
-        virtual, real = _map_path(self.memory_dir, tool_input.get("path"), allow_root=False)
+        virtual, real = _map_path(self.memory_dir, tool_input.get("path"), "create")
         text = self._prepare(real, _arg(tool_input, "file_text", str), context)
         # Checked before the lock, which creates the parent folders: a refusal leaves none.
         self._check(real, text, context)
-        exists = (
-            f"{virtual} already exists; change it with str_replace or insert, or delete it first"
-        )
+        exists = f"File {virtual} already exists"
         if os.path.lexists(real):
             raise ToolError(exists)
         with file_lock(real):
             if os.path.lexists(real):
                 raise ToolError(exists)
             atomic_write(real, text)
-        return ToolOutput(content=f"Created {virtual}", written=real)
+        return ToolOutput(content=f"File created successfully at: {virtual}", written=real)
 
     def _str_replace(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
-        virtual, real = _map_path(self.memory_dir, tool_input.get("path"), allow_root=False)
+        virtual, real = _map_path(self.memory_dir, tool_input.get("path"), "str_replace")
         old = _arg(tool_input, "old_str", str)
         new = _arg(tool_input, "new_str", str, default="")
         if not old:
@@ -305,30 +379,40 @@ class MemoryTool:
         _require_file(real, virtual)
         with file_lock(real):
             text = _read_text(real, virtual)
-            count = text.count(old)
-            if count != 1:
-                where = ""
-                if count:
-                    starts = [m.start() for m in re.finditer(re.escape(old), text)]
-                    where = " (lines " + ", ".join(str(text.count("\n", 0, s) + 1) for s in starts)
-                    where += "); include more context to make it unique"
-                raise ToolError(f"old_str occurs {count} times in {virtual}, not once{where}")
+            starts = [m.start() for m in re.finditer(re.escape(old), text)]
+            if not starts:
+                raise ToolError(
+                    f"No replacement was performed, old_str `{old}` did not appear verbatim "
+                    f"in {virtual}."
+                )
+            if len(starts) > 1:
+                lines = ", ".join(str(text.count("\n", 0, s) + 1) for s in starts)
+                raise ToolError(
+                    f"No replacement was performed. Multiple occurrences of old_str `{old}` "
+                    f"in lines: {lines}. Please ensure it is unique"
+                )
             replaced = text.replace(old, new, 1)
             updated = self._prepare(real, replaced, context)
             self._check(real, updated, context)
             atomic_write(real, updated)
-        line = text.count("\n", 0, text.index(old))
+        line = text.count("\n", 0, starts[0])
         if updated != replaced and line >= _header_lines(replaced):
             # Stamping rewrote the frontmatter above the edit: follow it down (or up).
             line += len(_lines(updated)) - len(_lines(replaced))
-        lines = _lines(updated)
+        lines_now = _lines(updated)
         start = max(0, line - _SNIPPET_CONTEXT)
         end = line + new.count("\n") + 1 + _SNIPPET_CONTEXT
-        snippet = _numbered(lines[start:end], start + 1)
-        return ToolOutput(content=f"Edited {virtual}; it now reads:\n{snippet}", written=real)
+        snippet = _numbered(lines_now[start:end], start + 1)
+        return ToolOutput(
+            content=(
+                "The memory file has been edited. Here is the snippet showing the change "
+                f"(with line numbers):\n{snippet}"
+            ),
+            written=real,
+        )
 
     def _insert(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
-        virtual, real = _map_path(self.memory_dir, tool_input.get("path"), allow_root=False)
+        virtual, real = _map_path(self.memory_dir, tool_input.get("path"), "insert")
         after = _arg(tool_input, "insert_line", int)
         added = _lines(_arg(tool_input, "insert_text", str)) or [""]
         _require_file(real, virtual)
@@ -336,47 +420,47 @@ class MemoryTool:
             lines = _lines(_read_text(real, virtual))
             if not 0 <= after <= len(lines):
                 raise ToolError(
-                    f"insert_line {after} is out of range for {virtual}: use 0 (the top) "
-                    f"to {len(lines)} (after the last line)"
+                    f"Invalid `insert_line` parameter: {after}. "
+                    f"It should be within the range [0, {len(lines)}]."
                 )
             updated = "\n".join([*lines[:after], *added, *lines[after:]]) + "\n"
             updated = self._prepare(real, updated, context)
             self._check(real, updated, context)
             atomic_write(real, updated)
-        where = "at the top" if after == 0 else f"after line {after}"
-        return ToolOutput(
-            content=f"Inserted {len(added)} line(s) into {virtual} {where}", written=real
-        )
+        return ToolOutput(content=f"The file {virtual} has been edited.", written=real)
 
     def _delete(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
-        virtual, real = _map_path(self.memory_dir, tool_input.get("path"), allow_root=False)
+        virtual, real = _map_path(self.memory_dir, tool_input.get("path"), "delete")
         try:
             st = os.lstat(real)
         except FileNotFoundError:
-            raise ToolError(f"{virtual} does not exist") from None
+            raise ToolError(f"The path {virtual} does not exist") from None
         if stat.S_ISDIR(st.st_mode):
             shutil.rmtree(real)  # never follows the symlinks inside it
-            return ToolOutput(content=f"Deleted the folder {virtual} and everything in it")
-        with file_lock(real):
-            real.unlink()  # a symlink itself, not what it points at
-        return ToolOutput(content=f"Deleted {virtual}")
+        else:
+            with file_lock(real):
+                real.unlink()  # a symlink itself, not what it points at
+        return ToolOutput(content=f"Successfully deleted {virtual}")
 
     def _rename(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
-        old_virtual, old = _map_path(self.memory_dir, tool_input.get("old_path"), allow_root=False)
-        new_virtual, new = _map_path(self.memory_dir, tool_input.get("new_path"), allow_root=False)
+        md = self.memory_dir
+        old_virtual, old = _map_path(md, tool_input.get("old_path"), "rename", "old_path")
+        new_virtual, new = _map_path(md, tool_input.get("new_path"), "rename", "new_path")
         if not os.path.lexists(old):
-            raise ToolError(f"{old_virtual} does not exist")
+            raise ToolError(f"The path {old_virtual} does not exist")
         with contextlib.ExitStack() as locks:
             for target in sorted({old, new}):
                 locks.enter_context(file_lock(target))
             if os.path.lexists(new):
-                raise ToolError(f"{new_virtual} already exists; choose another name")
+                raise ToolError(f"The destination {new_virtual} already exists")
             # A file moved into team/ must pass the credential rule there too.
             for src, dst in self._moved_files(old, new):
                 self._check(dst, src.read_text(encoding="utf-8", errors="replace"), context)
             new.parent.mkdir(parents=True, exist_ok=True)
             os.rename(old, new)
-        return ToolOutput(content=f"Renamed {old_virtual} to {new_virtual}", written=new)
+        return ToolOutput(
+            content=f"Successfully renamed {old_virtual} to {new_virtual}", written=new
+        )
 
     @staticmethod
     def _moved_files(old: Path, new: Path) -> Iterator[tuple[Path, Path]]:
@@ -418,7 +502,7 @@ def memory_tool_decision(
         )
     keys = _PATH_KEYS.get(command, ("path",))
     try:
-        reals = [_map_path(md, tool_input.get(key), allow_root=command == "view") for key in keys]
+        reals = [_map_path(md, tool_input.get(key), command, key) for key in keys]
     except ToolError as exc:
         return PermissionDecision(
             behavior="deny",
