@@ -1,0 +1,638 @@
+"""The OpenAI Agents SDK hooks, with the real ``agents`` runner against the fake OpenAI server.
+
+The host is an ``Agent`` on ``OpenAIChatCompletionsModel`` whose client talks to
+:class:`~memdir.testing.FakeOpenAIServer`; a script answers as the host and as its memory
+agent. What is checked: memories are saved from the runs, every message is covered by
+exactly one memory run, and each fork sends the host's last request as its prefix, so the
+server reads it from its prompt cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import agents
+import pytest
+from agents import (
+    Agent,
+    AgentHookContext,
+    ModelSettings,
+    OpenAIChatCompletionsModel,
+    Runner,
+    TResponseInputItem,
+    function_tool,
+)
+from agents.models.chatcmpl_converter import Converter
+from agents.testing import ScriptedModel as AgentsScriptedModel
+from agents.testing import assistant_message
+from openai import AsyncOpenAI
+
+from memdir.extract import ExtractConfig, MemorySaved
+from memdir.extract._standalone import STANDALONE_SYSTEM_PROMPT
+from memdir.integrations.openai_agents import (
+    MemdirAgentHooks,
+    MemdirRunHooks,
+    messages_from_items,
+    messages_to_items,
+)
+from memdir.messages import (
+    ImageBlock,
+    Message,
+    OtherBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    messages_from_openai,
+    model_visible,
+)
+from memdir.models import ModelRequest
+from memdir.store import parse_memory_file
+from memdir.telemetry import CollectingSink
+from memdir.testing import FakeOpenAIServer, FunctionModel
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "openai_agents_agent.py"
+MODEL = "gpt-4.1-mini"
+# Long enough instructions that the host's prompt passes OpenAI's 1,024-token minimum.
+INSTRUCTIONS = (
+    "You are the support agent of Acme's data platform. Answer briefly, check the tools "
+    "before you answer about weather or orders, and keep the user's preferences in mind. "
+) * 30
+FORK_OPENER = "You are now the memory agent"
+TURNS = [
+    "Hi, I'm Ana. I lead the data platform team; we always use polars, never pandas.",
+    "What's the weather in Paris?",
+    "Remember that deploys happen on Fridays only.",
+]
+ANA = "user_ana.md"
+DEPLOYS = "project_deploys.md"
+
+
+@pytest.fixture(autouse=True)
+def _no_tracing() -> None:
+    """The SDK would export traces to OpenAI; tests stay on this machine."""
+    agents.set_tracing_disabled(True)
+
+
+@function_tool
+def get_weather(city: str) -> str:
+    """The weather in a city today."""
+    return f"Sunny and 24°C in {city}."
+
+
+@function_tool
+def lookup_order(order_id: str) -> str:
+    """An order's status."""
+    return f"Order {order_id} shipped yesterday."
+
+
+def memory_file(name: str, kind: str, body: str) -> str:
+    return f"---\nname: {name}\ndescription: {body}\ntype: {kind}\n---\n\n{body}\n"
+
+
+def is_memory_run(body: dict[str, Any]) -> bool:
+    """A request of memdir's memory agent: the fork's prompt, or its standalone system."""
+    text = json.dumps(body["messages"], ensure_ascii=False)
+    return FORK_OPENER in text or STANDALONE_SYSTEM_PROMPT.splitlines()[0] in text
+
+
+class Script:
+    """Answers as the host agent and as its memory agent, from what each request holds."""
+
+    def __init__(self, memory: Path) -> None:
+        self.memory = memory
+
+    def __call__(self, body: dict[str, Any]) -> Message | str:
+        messages = body["messages"]
+        last = messages[-1]
+        if is_memory_run(body):
+            return self.memory_agent(json.dumps(messages, ensure_ascii=False), last)
+        if last["role"] == "tool":
+            return "It's sunny and 24°C in Paris."
+        said = last["content"] if isinstance(last["content"], str) else json.dumps(last)
+        if "weather" in said:
+            call = ToolUseBlock(id="call_weather", name="get_weather", input={"city": "Paris"})
+            return Message(role="assistant", content=(call,))
+        if "deploys" in said:
+            return "Noted: deploys on Fridays only."
+        return "Nice to meet you, Ana. Polars it is."
+
+    def memory_agent(self, text: str, last: dict[str, Any]) -> Message | str:
+        if last["role"] == "tool":
+            return "Saved."
+        if "I'm Ana" in text and not (self.memory / ANA).exists():
+            return self.save(ANA, "Ana", "user", "Ana leads the data platform team; polars only")
+        if "deploys happen on Fridays" in text and not (self.memory / DEPLOYS).exists():
+            return self.save(DEPLOYS, "Deploy days", "project", "Deploys happen on Fridays only")
+        return "Nothing worth saving."
+
+    def save(self, filename: str, name: str, kind: str, body: str) -> Message:
+        index = self.memory / "MEMORY.md"
+        known = index.read_text() if index.exists() else ""
+        calls = (
+            ToolUseBlock(
+                id=f"mem_{filename}",
+                name="Write",
+                input={
+                    "file_path": str(self.memory / filename),
+                    "content": memory_file(name, kind, body),
+                },
+            ),
+            ToolUseBlock(
+                id=f"mem_index_{filename}",
+                name="Write",
+                input={
+                    "file_path": str(index),
+                    "content": f"{known}- [{name}]({filename}) — {body}\n",
+                },
+            ),
+        )
+        return Message(role="assistant", content=calls)
+
+
+def host_agent(client: AsyncOpenAI, memory: MemdirRunHooks | MemdirAgentHooks | None) -> Agent[Any]:
+    tools = [get_weather, lookup_order, *(memory.tools() if memory is not None else [])]
+    return Agent(
+        name="support",
+        instructions=INSTRUCTIONS,
+        tools=tools,
+        model=OpenAIChatCompletionsModel(MODEL, client),
+        model_settings=ModelSettings(temperature=0.3, parallel_tool_calls=True),
+        hooks=memory if isinstance(memory, MemdirAgentHooks) else None,
+    )
+
+
+async def chat(
+    agent: Agent[Any],
+    hooks: MemdirRunHooks | None,
+    *,
+    drain: MemdirRunHooks | MemdirAgentHooks | None,
+) -> list[TResponseInputItem]:
+    """The three turns, each continuing the conversation with ``to_input_list()``; the
+    memory runs are awaited after each, so every turn has its own."""
+    conversation: list[TResponseInputItem] = []
+    for text in TURNS:
+        result = await Runner.run(
+            agent, [*conversation, {"role": "user", "content": text}], hooks=hooks
+        )
+        conversation = result.to_input_list()
+        if drain is not None:
+            await drain.drain()
+    return conversation
+
+
+def same_bytes(a: Any, b: Any) -> bool:
+    return json.dumps(a, ensure_ascii=False) == json.dumps(b, ensure_ascii=False)
+
+
+def params_of(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k not in ("messages", "tools")}
+
+
+def assert_memories(memory: Path, expected: list[str]) -> None:
+    saved = sorted(p.name for p in memory.glob("*.md") if p.name != "MEMORY.md")
+    assert saved == sorted(expected)
+    index = (memory / "MEMORY.md").read_text()
+    for name in saved:
+        parsed = parse_memory_file((memory / name).read_text())
+        assert parsed.name
+        assert parsed.description
+        assert parsed.type in ("user", "project")
+        assert index.count(f"]({name})") == 1
+
+
+def test_forks_read_the_hosts_cache_and_cover_every_message(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    notices: list[MemorySaved] = []
+    hooks = MemdirRunHooks(
+        memory,
+        config=ExtractConfig(mode="fork"),
+        sink=sink,
+        notify=notices.append,
+        prompt_cache_key="acme-ana",
+    )
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> list[TResponseInputItem]:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                return await chat(host_agent(client, hooks), hooks, drain=hooks)
+
+        conversation = asyncio.run(main())
+        requests = server.requests
+        server.assert_no_errors()
+
+    assert hooks.fallback_reason is None
+    assert_memories(memory, [ANA, DEPLOYS])
+    assert [len(n.paths) for n in notices] == [1, 1]
+
+    # Every message covered by exactly one run: 2 + 4 (the tool call and its result) + 2.
+    runs = sink.named("extract.run")
+    assert [r.fields["mode"] for r in runs] == ["fork"] * 3
+    assert [r.fields["message_count"] for r in runs] == [2, 4, 2]
+    assert sum(r.fields["message_count"] for r in runs) == len(
+        model_visible(messages_from_items(conversation))
+    )
+    assert not sink.named("extract.error")
+    assert not sink.named("extract.coalesced")
+    # The cursor stands on the final answer, as memdir reads the whole conversation.
+    last_fork = [r for r in requests if is_memory_run(r.body)][-1].body["messages"]
+    *_, prompt_at = (i for i, m in enumerate(last_fork) if FORK_OPENER in json.dumps(m))
+    read_back = messages_from_openai(last_fork[1:prompt_at])
+    assert read_back[-1].text == "Noted: deploys on Fridays only."
+    assert hooks.extractor is not None
+    assert hooks.extractor.cursor == read_back[-1].uuid
+
+    # Each fork's first request starts with its host's last request, byte for byte.
+    firsts = [
+        i
+        for i, r in enumerate(requests)
+        if is_memory_run(r.body) and not is_memory_run(requests[i - 1].body)
+    ]
+    assert len(firsts) == 3
+    for i in firsts:
+        host, fork = requests[i - 1], requests[i]
+        n = len(host.body["messages"])
+        assert same_bytes(host.body["messages"], fork.body["messages"][:n])
+        assert same_bytes(host.body["tools"], fork.body["tools"])
+        assert params_of(fork.body) == params_of(host.body)
+        assert fork.body["prompt_cache_key"] == "acme-ana"
+        assert fork.body["temperature"] == 0.3
+        assert host.usage is not None
+        assert fork.usage is not None
+        host_prompt = host.usage["prompt_tokens"]
+        cached = fork.usage["prompt_tokens_details"]["cached_tokens"]
+        share = cached / fork.usage["prompt_tokens"]
+        print(
+            f"fork {firsts.index(i) + 1}: {cached} of {fork.usage['prompt_tokens']} prompt "
+            f"tokens read from the host's cache ({share:.0%}); the host sent {host_prompt}"
+        )
+        assert cached > 0
+        assert host_prompt - 128 < cached <= host_prompt  # all of it, in 128-token steps
+    # The host's own requests carry the pinned key too, so its turns share one cache.
+    assert all(r.body.get("prompt_cache_key") == "acme-ana" for r in requests)
+
+
+def test_without_the_hooks_nothing_is_remembered(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> None:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                await chat(host_agent(client, None), None, drain=None)
+
+        asyncio.run(main())
+        requests = server.requests
+        server.assert_no_errors()
+
+    assert not memory.exists()
+    assert requests
+    assert not any(is_memory_run(r.body) for r in requests)
+    assert all("prompt_cache_key" not in r.body for r in requests)  # a local server: none
+
+
+def test_agent_hooks_remember_the_agents_own_turns(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    hooks = MemdirAgentHooks(memory, config=ExtractConfig(mode="fork"), sink=sink)
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> None:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                await chat(host_agent(client, hooks), None, drain=hooks)
+
+        asyncio.run(main())
+        requests = server.requests
+        server.assert_no_errors()
+
+    assert_memories(memory, [ANA, DEPLOYS])
+    runs = sink.named("extract.run")
+    assert [r.fields["mode"] for r in runs] == ["fork"] * 3
+    assert [r.fields["message_count"] for r in runs] == [2, 4, 2]
+    fork = next(r for r in requests if is_memory_run(r.body))
+    assert fork.usage is not None
+    assert fork.usage["prompt_tokens_details"]["cached_tokens"] > 0
+
+
+def test_a_model_that_is_not_chat_completions_goes_standalone(tmp_path: Path) -> None:
+    """The Responses API (the SDK's default) and other model classes send requests memdir's
+    adapter cannot reproduce: the turn is extracted by memdir's own request instead."""
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    seen: list[ModelRequest] = []
+
+    def memory_agent(request: ModelRequest) -> Message | str:
+        seen.append(request)
+        if request.messages[-1].is_tool_result:
+            return "Saved."
+        return Script(memory).save(ANA, "Ana", "user", "Ana leads the data platform team")
+
+    hooks = MemdirRunHooks(memory, FunctionModel(memory_agent), sink=sink)
+    host = AgentsScriptedModel([[assistant_message("Nice to meet you, Ana.")]])
+    agent = Agent(name="support", instructions=INSTRUCTIONS, model=host, tools=hooks.tools())
+
+    async def main() -> None:
+        await Runner.run(agent, TURNS[0], hooks=hooks)
+        await hooks.drain()
+
+    asyncio.run(main())
+    assert hooks.fallback_reason is not None
+    assert "not a Chat Completions model" in hooks.fallback_reason
+    (run,) = sink.named("extract.run")
+    assert run.fields["mode"] == "standalone"
+    assert run.fields["message_count"] == 2
+    assert_memories(memory, [ANA])
+    rendered = json.dumps([m.text for m in seen[0].messages])
+    assert "I'm Ana" in rendered
+    assert "Nice to meet you, Ana." in rendered
+
+
+def test_the_key_is_pinned_where_the_runner_would_pick_one_unseen(tmp_path: Path) -> None:
+    """On OpenAI's endpoint the runner sends a new random prompt_cache_key per run; the hooks
+    pin a stable one first (and leave a key the agent has, and a local server, alone)."""
+    memory = tmp_path / "memory"
+    context = AgentHookContext(context=None)
+
+    def agent(client: AsyncOpenAI, **settings: Any) -> Agent[Any]:
+        model = OpenAIChatCompletionsModel(MODEL, client)
+        return Agent(name="support", model=model, model_settings=ModelSettings(**settings))
+
+    async def main() -> None:
+        official = AsyncOpenAI(api_key="test")  # api.openai.com, never reached here
+        local = AsyncOpenAI(api_key="test", base_url="http://127.0.0.1:9/v1")
+        pinned, again, own, elsewhere = (
+            agent(official),
+            agent(official),
+            agent(official, extra_args={"prompt_cache_key": "mine"}),
+            agent(local),
+        )
+        await MemdirRunHooks(memory).on_agent_start(context, pinned)
+        await MemdirRunHooks(memory).on_agent_start(context, again)
+        for other in (own, elsewhere):
+            await MemdirRunHooks(memory).on_agent_start(context, other)
+        key = (pinned.model_settings.extra_args or {})["prompt_cache_key"]
+        assert key.startswith("memdir-")
+        assert (again.model_settings.extra_args or {})["prompt_cache_key"] == key
+        assert own.model_settings.extra_args == {"prompt_cache_key": "mine"}
+        assert elsewhere.model_settings.extra_args is None
+        await MemdirRunHooks(memory, prompt_cache_key="chosen").on_agent_start(context, elsewhere)
+        assert elsewhere.model_settings.extra_args == {"prompt_cache_key": "chosen"}
+
+    asyncio.run(main())
+
+
+def test_a_streamed_run_is_remembered_inside_the_cache_too(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="fork"), sink=sink)
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> None:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                run = Runner.run_streamed(host_agent(client, hooks), TURNS[0], hooks=hooks)
+                async for _ in run.stream_events():
+                    pass
+                await hooks.drain()
+
+        asyncio.run(main())
+        host, fork = server.requests[:2]
+        server.assert_no_errors()
+
+    assert host.stream
+    assert not fork.stream  # how the answer comes back is not part of the prompt
+    assert same_bytes(host.body["messages"], fork.body["messages"][: len(host.body["messages"])])
+    assert fork.usage is not None
+    assert fork.usage["prompt_tokens_details"]["cached_tokens"] > 0
+    assert [r.fields["mode"] for r in sink.named("extract.run")] == ["fork"]
+    assert_memories(memory, [ANA])
+
+
+def test_chat_messages_memdir_cannot_write_back_go_standalone(tmp_path: Path) -> None:
+    """An assistant message with text and a refusal: the SDK writes ``refusal`` before
+    ``content``, memdir after it. Forking would start a new cache, so the run is memdir's
+    own request, and still covers the turn."""
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="fork"), sink=sink)
+    earlier: list[TResponseInputItem] = [
+        {"role": "user", "content": "Tell me a secret."},
+        {
+            "type": "message",
+            "role": "assistant",
+            "id": "msg_0",
+            "status": "completed",
+            "content": [
+                {"type": "output_text", "text": "Sorry.", "annotations": []},
+                {"type": "refusal", "refusal": "I can't share that."},
+            ],
+        },
+    ]
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> None:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                user: TResponseInputItem = {"role": "user", "content": TURNS[0]}
+                await Runner.run(host_agent(client, hooks), [*earlier, user], hooks=hooks)
+                await hooks.drain()
+
+        asyncio.run(main())
+        server.assert_no_errors()
+
+    assert hooks.fallback_reason == "memdir would not write these chat messages byte for byte"
+    (run,) = sink.named("extract.run")
+    assert run.fields["mode"] == "standalone"
+    assert run.fields["message_count"] == 4
+    assert_memories(memory, [ANA])
+
+
+def test_a_run_that_ends_on_a_tool_result_is_covered_with_it(tmp_path: Path) -> None:
+    """With ``tool_use_behavior="stop_on_first_tool"`` the final output is a tool's result,
+    which no model call was sent: the hooks add it after the call, so the fork's
+    conversation leaves no call unanswered."""
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="fork"), sink=sink)
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> str:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                agent = host_agent(client, hooks).clone(tool_use_behavior="stop_on_first_tool")
+                result = await Runner.run(agent, TURNS[1], hooks=hooks)
+                await hooks.drain()
+                return str(result.final_output)
+
+        final = asyncio.run(main())
+        fork = next(r.body for r in server.requests if is_memory_run(r.body))
+        server.assert_no_errors()
+
+    assert final == "Sunny and 24°C in Paris."
+    (run,) = sink.named("extract.run")
+    assert run.fields["mode"] == "fork"
+    assert run.fields["message_count"] == 3  # the question, the call, its result
+    assert [m["role"] for m in fork["messages"][-3:]] == ["assistant", "tool", "user"]
+    assert fork["messages"][-2]["content"] == final
+
+
+ITEMS: list[dict[str, Any]] = [
+    {"role": "developer", "content": "Be brief."},
+    {
+        "type": "message",
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "What is in this picture?"},
+            {
+                "type": "input_image",
+                "image_url": "data:image/png;base64,iVBORw0KGgo=",
+                "detail": "low",
+            },
+            {"type": "input_file", "file_id": "file-123"},
+        ],
+    },
+    {
+        "id": "rs_1",
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": "The user wants the weather."}],
+        "encrypted_content": "gAAAA",
+    },
+    {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Let me check.", "annotations": []}],
+    },
+    {
+        "type": "function_call",
+        "call_id": "call_1",
+        "name": "get_weather",
+        "arguments": '{"city":"Paris"}',
+    },
+    {
+        "type": "function_call",
+        "call_id": "call_2",
+        "name": "lookup_order",
+        "arguments": '{"order_id":"7"}',
+    },
+    {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search"}},
+    {"type": "function_call_output", "call_id": "call_1", "output": "Sunny."},
+    {
+        "type": "function_call_output",
+        "call_id": "call_2",
+        "output": [{"type": "input_text", "text": "Shipped."}],
+    },
+    {"content": "Sunny in Paris; order 7 shipped.", "role": "assistant"},
+    {"role": "user", "content": "Thanks!"},
+]
+
+
+def test_items_read_into_messages_and_back() -> None:
+    messages = messages_from_items(ITEMS)
+    assert [m.role for m in messages] == [
+        "developer",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+    developer, picture, turn, results, answer, thanks = messages
+    assert developer.text == "Be brief."
+    assert developer.string_content
+    assert [type(b) for b in picture.content] == [TextBlock, ImageBlock, OtherBlock]
+    image = picture.content[1]
+    assert isinstance(image, ImageBlock)
+    assert image.media_type == "image/png"
+    # The model's side of the turn is one message: reasoning, text, calls, hosted calls.
+    assert [type(b) for b in turn.content] == [
+        ThinkingBlock,
+        TextBlock,
+        ToolUseBlock,
+        ToolUseBlock,
+        OtherBlock,
+    ]
+    thinking = turn.content[0]
+    assert isinstance(thinking, ThinkingBlock)
+    assert thinking.signature == "gAAAA"
+    assert [u.input for u in turn.tool_uses] == [{"city": "Paris"}, {"order_id": "7"}]
+    assert results.is_tool_result
+    assert [r.text for r in results.tool_results] == [
+        "Sunny.",
+        "Shipped.",
+    ]
+    assert answer.text.startswith("Sunny in Paris")
+    assert thanks.text == "Thanks!"
+    # Back to the same items; the same items read again give the same ids.
+    assert messages_to_items(messages) == ITEMS
+    assert [m.uuid for m in messages_from_items(ITEMS)] == [m.uuid for m in messages]
+    assert [m.uuid for m in messages_from_items(ITEMS[:-1])] == [m.uuid for m in messages[:-1]]
+
+
+def test_messages_from_elsewhere_become_valid_items() -> None:
+    call = ToolUseBlock(id="toolu_1", name="get_weather", input={"city": "Oslo"})
+    messages = [
+        Message.user("Weather in Oslo?"),
+        Message(
+            role="assistant", content=(ThinkingBlock(thinking="look it up", signature="sig"), call)
+        ),
+        Message(role="user", content=(ToolResultBlock(tool_use_id="toolu_1", content="Rain."),)),
+        Message.assistant("Rain in Oslo."),
+    ]
+    items = messages_to_items(messages)
+    # Anthropic's thinking has no Responses item to go back as: it is left out.
+    assert [i.get("type") for i in items] == [None, "function_call", "function_call_output", None]
+    assert items[1] == {
+        "type": "function_call",
+        "call_id": "toolu_1",
+        "name": "get_weather",
+        "arguments": '{"city":"Oslo"}',
+    }
+    chat = Converter.items_to_messages(items)  # the SDK takes them as they are
+    assert [m["role"] for m in chat] == ["user", "assistant", "tool", "assistant"]
+    assert [m.text for m in messages_from_items(items)] == [m.text for m in messages]
+
+
+def load_example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("openai_agents_example", EXAMPLE)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_example_runs_offline_against_the_fake_server(tmp_path: Path) -> None:
+    example = load_example()
+    memory = tmp_path / "memory"
+    said: list[str] = []
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> list[TResponseInputItem]:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                items: list[TResponseInputItem] = await example.run_agent(
+                    client, MODEL, memory, [TURNS[0], TURNS[2]], say=said.append
+                )
+                return items
+
+        conversation = asyncio.run(main())
+        server.assert_no_errors()
+
+    assert_memories(memory, [ANA, DEPLOYS])
+    assert said[0] == "Nice to meet you, Ana. Polars it is."
+    assert sum(line.startswith("● Saved 1 memory") for line in said) == 2
+    assert json.dumps(conversation[-1]).count("Noted: deploys on Fridays only.") == 1
+
+
+def test_without_the_sdk_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "agents", None)  # as if it were not installed
+    spec = importlib.util.find_spec("memdir.integrations.openai_agents")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'memdir\[openai-agents\]'"):
+        spec.loader.exec_module(module)
