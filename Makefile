@@ -30,6 +30,7 @@ bench:
 	$(PY) bench/hook_exit.py
 	$(PY) bench/claude_code_fork.py
 	$(PY) bench/scan_scaling.py
+	$(PY) bench/secret_guard.py
 	$(PY) bench/cache_share.py
 	$(PY) bench/cost_vs_mem0.py
 	$(PY) bench/burst.py

@@ -28,6 +28,8 @@ from memdir.store._secrets import (
     redact,
     scan_secrets,
 )
+from tests.store.secret_corpus import FORMATS
+from tests.store.test_secrets_formats import CONTEXT_SAMPLES
 
 _RNG = random.Random(20240611)
 ALNUM = string.ascii_letters + string.digits
@@ -192,9 +194,11 @@ CASES = [
     Case("Generic", "generic-secret-assignment", rand(ALNUM, 23) + "7", 'api_key = "', '"'),
     Case("Generic", "generic-secret-assignment", rand(ALNUM, 17) + "!", "password: '", "'"),
     Case("Generic", "generic-secret-assignment", rand(ALNUM, 31) + "0", '"clientSecret": "', '"}'),
-    Case("Generic", "generic-env-assignment", rand(ALNUM, 19) + "%", "DB_PASSWORD=", "\n"),
-    Case("Generic", "generic-env-assignment", rand(ALNUM, 39) + "2", "export SERVICE_TOKEN=", ""),
-    Case("Generic", "generic-env-assignment", rand(ALNUM, 15) + "9", "GH_TOKEN=", "\r\nX=1\r\n"),
+    Case("Generic", "generic-secret-assignment", rand(ALNUM, 19) + "%", "DB_PASSWORD=", "\n"),
+    Case(
+        "Generic", "generic-secret-assignment", rand(ALNUM, 39) + "2", "export SERVICE_TOKEN=", ""
+    ),
+    Case("Generic", "generic-secret-assignment", rand(ALNUM, 15) + "9", "GH_TOKEN=", "\r\nX=1\r\n"),
 ]
 
 
@@ -212,7 +216,11 @@ def test_finds_each_provider_key(case: Case) -> None:
 
 
 def test_every_rule_has_a_sample() -> None:
-    assert {c.rule_id for c in CASES} == {rule.id for rule in SECRET_RULES}
+    # Rules added for issue 13 have theirs in the format table and in
+    # test_secrets_formats.py (CONTEXT_SAMPLES).
+    sampled = {c.rule_id for c in CASES} | {f.rule_id for f in FORMATS if f.rule_id}
+    sampled |= {rule_id for rule_id, _, _ in CONTEXT_SAMPLES}
+    assert sampled == {rule.id for rule in SECRET_RULES}
 
 
 def test_rules_cover_enough_providers_with_unique_ids() -> None:
