@@ -324,6 +324,18 @@ def test_a_read_only_filesystem_stops_the_writers_in_one_line_and_readers_still_
     assert snapshot(tmp_path / "ro") == before
 
 
+def test_a_memory_dir_given_with_a_tilde_is_checked_where_it_is_used(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("not a folder\n")
+    before = snapshot(tmp_path)
+    env = {"HOME": str(tmp_path)}
+    for args in (("ls",), ("dream", "--force", "--model", "offline")):
+        code, out, err = run(*args, "--memory-dir=~/afile", "--json", env=env)
+        assert code == 2, err
+        assert json.loads(out)["error"]["kind"] == "memory_dir"
+        assert "is a file, not a folder" in err
+    assert snapshot(tmp_path) == before
+
+
 def test_a_store_error_inside_a_command_is_one_line_not_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -337,7 +349,7 @@ def test_a_store_error_inside_a_command_is_one_line_not_a_traceback(
     assert code == 2
     assert err == f"memdir: cannot read {tmp_path / 'm'}: Input/output error\n"
     assert json.loads(out)["error"] == {
-        "kind": "memory_dir",
+        "kind": "store",
         "status": None,
         "message": f"cannot read {tmp_path / 'm'}: Input/output error",
     }
@@ -356,7 +368,7 @@ def test_a_failed_run_gives_an_error_object_with_the_providers_status(
     )
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-wrong")
     with FakeAnthropicServer(handler=lambda body: refused) as server:
-        code, out, _ = run(
+        args = [
             "extract",
             str(session),
             "--model",
@@ -365,16 +377,23 @@ def test_a_failed_run_gives_an_error_object_with_the_providers_status(
             server.base_url,
             "--memory-dir",
             str(tmp_path / "m"),
-            "--json",
-        )
+        ]
+        code, out, err = run(*args, "--json")
+        code_quiet, out_quiet, err_quiet = run(*args, "--quiet")
     assert code == 1
-    (report,) = json.loads(out)["transcripts"]
+    answer = json.loads(out)
+    (report,) = answer["transcripts"]
     assert report["error"] == {
         "kind": "model",
         "status": 401,
         "message": "anthropic:claude-sonnet-4-5: HTTP 401: invalid x-api-key",
     }
     assert report["errors_detail"] == [report["error"]]
+    assert answer["error"] == report["error"]
+    line = "memdir: anthropic:claude-sonnet-4-5: HTTP 401: invalid x-api-key (retried next time)\n"
+    assert err == line
+    # --quiet prints nothing but errors: the error, in its one line.
+    assert (code_quiet, out_quiet, err_quiet) == (1, "", line)
 
 
 def test_a_refused_connection_is_a_model_error_without_a_status(

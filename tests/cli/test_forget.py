@@ -285,3 +285,37 @@ def test_the_memory_agent_may_not_write_in_the_trash(memory: Path) -> None:
         refusal = guard(entry.path / name, "{}")
         assert refusal is not None
         assert "bookkeeping" in refusal
+
+
+def test_a_team_memory_listed_in_the_main_index_loses_that_line_and_gets_it_back(
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "m"
+    (memory / "team").mkdir(parents=True)
+    board = b"---\nname: board\ndescription: the team board\ntype: reference\n---\nBoard.\n"
+    (memory / "team" / "board.md").write_bytes(board)
+    index = (
+        b"- [Board](team/board.md) \xe2\x80\x94 the team board\n"
+        b"- [Role](user_role.md) \xe2\x80\x94 Ana\n"
+    )
+    (memory / "user_role.md").write_bytes(ROLE)
+    (memory / "MEMORY.md").write_bytes(index)
+    code, _, err = run("forget", "team/board.md", "--yes", "--memory-dir", str(memory))
+    assert code == 0, err
+    assert (memory / "MEMORY.md").read_bytes() == b"- [Role](user_role.md) \xe2\x80\x94 Ana\n"
+    code, _, err = run("forget", "--undo", "--memory-dir", str(memory))
+    assert code == 0, err
+    assert (memory / "MEMORY.md").read_bytes() == index
+    assert (memory / "team" / "board.md").read_bytes() == board
+
+
+def test_a_memory_dir_reached_through_a_symlink_is_refused_cleanly(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "user_role.md").write_bytes(ROLE)
+    (tmp_path / "link").symlink_to(real)
+    from memdir.errors import StoreError
+
+    with pytest.raises(StoreError):
+        forget_memory(MemoryDir(tmp_path / "link"), real.resolve() / "user_role.md")
+    assert (real / "user_role.md").read_bytes() == ROLE

@@ -49,6 +49,13 @@ def test_recall_answers_a_one_word_query(tmp_path: Path) -> None:
     assert "polars" in files[0]
 
 
+def test_recall_with_the_offline_model_is_the_lexical_ranking(tmp_path: Path) -> None:
+    memory = _memories(tmp_path / "m", 3)
+    code, out, err = run("recall", "kafka", "--memory-dir", str(memory), "--model", "offline")
+    assert code == 0, err
+    assert "kafka" in out
+
+
 def test_recall_limit_goes_past_five_and_stops_at_the_session_budget(tmp_path: Path) -> None:
     memory = _memories(tmp_path / "m", 12)
     code, out, _ = run(

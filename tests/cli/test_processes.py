@@ -253,3 +253,38 @@ def test_two_extract_processes_on_one_memory_dir(tmp_path: Path) -> None:
     assert states["sess-2"].cursor == f"a{len(other_turns) - 1}"
     json.loads((memory / ".memdir" / "state.json").read_text())
     assert default_memory_dir(tmp_path) != memory
+
+
+def test_watch_reports_a_project_whose_memory_dir_is_unusable_and_goes_on(
+    tmp_path: Path,
+) -> None:
+    env = env_for(tmp_path)
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    (tmp_path / "proj-a").mkdir()
+    (tmp_path / "proj-b").mkdir()
+    write_session(sessions / "a.jsonl", TURNS[:1], cwd=str(tmp_path / "proj-a"))
+    write_session(sessions / "b.jsonl", TURNS[:1], cwd=str(tmp_path / "proj-b"))
+    blocked = default_memory_dir(tmp_path / "proj-a", env=env)
+    blocked.parent.mkdir(parents=True)
+    blocked.write_text("not a folder\n")
+    with subprocess.Popen(
+        [*MEMDIR, "watch", str(sessions), "--interval", "0.05", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as watcher:
+        assert watcher.stdout is not None
+        try:
+            assert json.loads(read_line(watcher.stdout))["event"] == "watching"
+            skipped = json.loads(read_line(watcher.stdout))
+            assert skipped["event"] == "unusable"
+            assert "is a file, not a folder" in skipped["reason"]
+            extracted = json.loads(read_line(watcher.stdout))
+            assert (extracted["event"], extracted["turns"]) == ("extracted", 1)
+        finally:
+            watcher.send_signal(signal.SIGINT)
+        assert json.loads(read_line(watcher.stdout))["event"] == "stopped"
+        assert watcher.wait(timeout=60) == 0
+    assert blocked.read_text() == "not a folder\n"

@@ -8,6 +8,8 @@ import re
 import time
 from pathlib import Path
 
+import pytest
+
 from memdir.dream import (
     LOCK_NAME,
     AutoDream,
@@ -460,3 +462,20 @@ def test_offline_pass_keeps_the_newer_of_two_contradicting_memories(tmp_path: Pa
     assert demo.links == ("the-ship-date-moved-to-2026-12-07",)
     completed = [e for e in events if e.name == "dream.completed"]
     assert completed[0].fields["files_retired"] == 1
+
+
+def test_a_turn_whose_messages_do_not_read_leaves_the_lock_as_it_was(tmp_path: Path) -> None:
+    from memdir.dream._lock import last_consolidated_at
+    from memdir.extract import TurnContext
+    from memdir.fork import CacheSafeParams
+
+    memory = MemoryDir(tmp_path / "memory")
+    memory.ensure()
+    model = OfflineModel()
+    turn = TurnContext(
+        messages=[{"role": "user", "content": "hi"}, object()],  # type: ignore[list-item]
+        params=CacheSafeParams(model=model, system="s"),
+    )
+    with pytest.raises(TypeError):
+        asyncio.run(AutoDream(memory, model).run(turn))
+    assert last_consolidated_at(memory) == 0.0

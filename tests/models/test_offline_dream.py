@@ -431,3 +431,29 @@ def test_a_memory_that_links_to_another_is_not_taken_for_its_copy(tmp_path: Path
     assert memory_files(root) == ["project_demo.md", "project_ingest_release.md"]
     demo = parse_memory_file((root / "project_demo.md").read_text(encoding="utf-8"))
     assert demo.links == ("the-ingest-release-ships-on-the-staging-cluster",)
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        # A rule and another rule: "never" is not "always" restated.
+        ("Never deploy on Fridays.", "Always deploy on Tuesdays."),
+        # Two sprints, two releases: the number says which.
+        ("Sprint 12 ends 2026-12-04.", "Sprint 13 ends 2026-12-18."),
+        ("Release 2.3 ships 2026-12-04.", "Release 2.4 ships 2026-12-18."),
+        # Two values on the older line: which changed is not for wording to say.
+        ("Standup on Mondays and retro on Fridays.", "Standup moved to Tuesdays."),
+    ],
+    ids=["negation", "sprint-numbers", "release-numbers", "two-values"],
+)
+def test_facts_that_differ_in_what_they_are_about_are_not_superseded(
+    tmp_path: Path, older: str, newer: str
+) -> None:
+    root = tmp_path / "memory"
+    dated(root, "older.md", older, modified=OLD_STAMP, mtime=EARLIER)
+    dated(root, "newer.md", newer, modified=NEW_STAMP, mtime=LATER)
+    assert dream(root)
+    texts = " ".join(p.read_text(encoding="utf-8") for p in root.rglob("*.md"))
+    assert "**History:**" not in texts
+    for fact in (older, newer):
+        assert fact.rstrip(".") in texts

@@ -58,7 +58,10 @@ def fail_with(exc: BaseException, what: str | None = None) -> NoReturn:
     message = str(info["message"]) if what is None else f"{what}: {info['message']}"
     status = info["status"]
     code = EXIT_FAILED if info["kind"] == "model" else EXIT_USAGE
-    kind = "memory_dir" if isinstance(exc, OSError) else str(info["kind"])
+    # A bare OSError is the filesystem refusing the memory directory; memdir's own errors
+    # say themselves who is at fault.
+    bare = isinstance(exc, OSError) and not isinstance(exc, MemdirError)
+    kind = "memory_dir" if bare else str(info["kind"])
     fail(message, code, kind=kind, status=status if isinstance(status, int) else None)
 
 
@@ -167,19 +170,28 @@ def usable_memory_dir(path: Path, *, write: bool = False) -> str | None:
     return None
 
 
+def find_memory_dir(
+    option: Path | None, project: str | None, *, write: bool = False
+) -> MemoryDir | str:
+    """``--memory-dir``, else ``$MEMDIR_DIR``, else Claude Code's folder for ``project``;
+    or, when that cannot be used (:func:`usable_memory_dir`), the reason in one line."""
+    try:
+        chosen = option if option is not None else default_memory_dir(project or os.getcwd())
+        memory = MemoryDir(chosen)
+    except MemdirError as exc:
+        return str(exc)
+    # The path MemoryDir will use (``~`` expanded, absolute), not the one as typed.
+    return usable_memory_dir(memory.root, write=write) or memory
+
+
 def choose_memory_dir(
     option: Path | None, project: str | None, *, write: bool = False
 ) -> MemoryDir:
-    """``--memory-dir``, else ``$MEMDIR_DIR``, else Claude Code's folder for ``project``;
-    stops with one line when that cannot be used (:func:`usable_memory_dir`)."""
-    try:
-        chosen = option if option is not None else default_memory_dir(project or os.getcwd())
-    except MemdirError as exc:
-        fail(str(exc), kind="memory_dir")
-    problem = usable_memory_dir(Path(chosen), write=write)
-    if problem is not None:
-        fail(problem, kind="memory_dir")
-    return MemoryDir(chosen)
+    """:func:`find_memory_dir`, stopping the command with its reason when there is one."""
+    found = find_memory_dir(option, project, write=write)
+    if isinstance(found, str):
+        fail(found, kind="memory_dir")
+    return found
 
 
 def guarded(callback: Callable[P, R]) -> Callable[P, R]:

@@ -89,9 +89,12 @@ def dream_command(
                 "improved": improved,
             }
         )
-    elif failures:
+    if failures:
         click.echo(f"memdir: consolidation could not run: {reason}", err=True)
-    elif ran:
+        raise SystemExit(EXIT_FAILED)
+    if as_json:
+        return
+    if ran:
         click.echo(
             "\n".join([f"consolidated {memory.root}", *(f"  improved {p}" for p in improved)])
         )
@@ -100,5 +103,3 @@ def dream_command(
     else:
         why = reason or "not yet"
         click.echo(f"{why} (a pass needs a day and five sessions since the last; or --force)")
-    if failures:
-        raise SystemExit(EXIT_FAILED)

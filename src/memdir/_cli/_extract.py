@@ -146,10 +146,16 @@ def extract_command(
             reports = asyncio.run(run_all())
     else:
         reports = asyncio.run(run_all())
+    failed = [detail for r in reports for detail in r.errors_detail]
     if as_json:
-        print_json({"transcripts": [r.as_dict() for r in reports]})
+        out: dict[str, object] = {"transcripts": [r.as_dict() for r in reports]}
+        if failed:
+            out["error"] = failed[0]
+        print_json(out)
     elif not quiet:
         for report in reports:
             click.echo(_summary(report))
     if any(r.errors for r in reports):
+        first = failed[0]["message"] if failed else "an extraction run failed"
+        click.echo(f"memdir: {first} (retried next time)", err=True)
         sys.exit(EXIT_FAILED)

@@ -64,7 +64,7 @@ def forget_command(
     try:
         entry = forget_memory(memory, header.path)
     except (OSError, MemdirError) as exc:
-        fail(f"cannot forget {header.filename}: {exc}")
+        fail(f"cannot forget {header.filename}: {exc}", kind="store")
     if as_json:
         print_json(
             {
@@ -85,7 +85,7 @@ def _undo(memory: MemoryDir, as_json: bool) -> None:
     try:
         restore_memory(memory, entry)
     except (OSError, MemdirError) as exc:
-        fail(f"cannot undo: {exc}")
+        fail(f"cannot undo: {exc}", kind="store")
     if as_json:
         when = datetime.datetime.fromtimestamp(entry.forgotten_at, datetime.UTC)
         print_json(

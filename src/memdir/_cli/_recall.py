@@ -54,7 +54,8 @@ def prompt_command(memory_dir: Path | None, team: bool, skip_index: bool, as_jso
 @click.option(
     "--model",
     "model_option",
-    help="Let a model choose (anthropic:MODEL or openai:MODEL); default: a lexical ranking.",
+    help="Let a model choose (anthropic:MODEL or openai:MODEL); default (or offline): a "
+    "lexical ranking.",
 )
 @base_url_option
 @click.option(
@@ -83,7 +84,8 @@ def recall_command(
     """
     memory = choose_memory_dir(memory_dir, None)
     model: Model | None = None
-    if model_option:
+    # The offline model cannot choose memories: "offline" is the lexical ranking.
+    if model_option and model_option != "offline":
         missing = missing_credentials(model_option, base_url)
         if missing is not None:
             fail(missing, kind="credentials")

@@ -12,10 +12,10 @@ import click
 
 from memdir._cli._common import (
     base_url_option,
-    choose_memory_dir,
     choose_model,
     close_model,
     every_option,
+    find_memory_dir,
     json_option,
     memory_dir_option,
     model_option,
@@ -106,7 +106,14 @@ def watch_command(
                             f"skipped {exc}",
                         )
                         continue
-                    memory = choose_memory_dir(memory_dir, transcript.cwd, write=True)
+                    memory = find_memory_dir(memory_dir, transcript.cwd, write=True)
+                    if isinstance(memory, str):
+                        # One project's folder is unusable: say so, and go on with the rest.
+                        say(
+                            {"event": "unusable", "path": str(file), "reason": memory},
+                            f"skipped {file}: {memory}",
+                        )
+                        continue
                     report = await extract_transcript(
                         transcript, memory, model, every=every, team=team
                     )

@@ -172,6 +172,13 @@ class AutoDream:
         now: float | None = None,
     ) -> bool:
         md = self.memory_dir
+        # Read before the lock is taken: a conversation that does not read must not leave
+        # the lock stamped as if a pass had run.
+        context = (
+            messages_from_native(turn.messages)
+            if turn is not None and turn.params is not None
+            else []
+        )
         try:
             prior = try_acquire(md)
         except StoreError as exc:
@@ -206,13 +213,12 @@ class AutoDream:
         cwd = (turn.cwd if turn is not None else None) or os.getcwd()
         tools = builtin_tools(cwd)
         if turn is not None and turn.params is not None:
-            params, context = turn.params, messages_from_native(turn.messages)
+            params = turn.params
         else:
             definitions = [t.definition() for t in tools]
             params = CacheSafeParams(
                 model=self.model, system=STANDALONE_SYSTEM_PROMPT, tools=definitions
             )
-            context = []
         try:
             result = await run_forked_agent(
                 params,

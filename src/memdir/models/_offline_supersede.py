@@ -73,6 +73,17 @@ def _stems(text: str) -> set[str]:
     return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in significant_words(text)}
 
 
+# Words that flip or number a fact: "never deploy on Fridays" is not "deploy on Tuesdays"
+# restated, nor "Sprint 12 ends ..." the date of "Sprint 13 ends ...".
+_POLARITY = word_set("not no never dont cant cannot wont without avoid stop always only")
+
+
+def _line_stems(line: str) -> set[str]:
+    text = _ISO_DATE.sub(" ", line.lower().replace("\u2019", "").replace("'", ""))
+    kept = set(re.findall(r"\d+(?:\.\d+)*", text)) | (set(re.findall(r"[a-z]+", text)) & _POLARITY)
+    return _stems(line) | kept
+
+
 def _values(line: str) -> frozenset[_Value]:
     found: set[_Value] = set()
     for match in _ISO_DATE.finditer(line):
@@ -104,7 +115,7 @@ def _match(newer: str, older: str) -> tuple[frozenset[_Value], frozenset[_Value]
     current = frozenset(v for v in new_values - old_values if v[0] in kinds)
     if not current:
         return None
-    new_stems, old_stems = _stems(newer), _stems(older)
+    new_stems, old_stems = _line_stems(newer), _line_stems(older)
     new_subject, old_subject = _subject(new_stems), _subject(old_stems)
     if not new_subject & old_subject:
         return None
@@ -113,6 +124,8 @@ def _match(newer: str, older: str) -> tuple[frozenset[_Value], frozenset[_Value]
     if not exact and not (changed and (new_subject <= old_subject or old_subject <= new_subject)):
         return None
     replaced = {kind for kind, _ in current}
+    if not exact and any(sum(1 for v in old_values if v[0] == k) > 1 for k in replaced):
+        return None  # which of the older line's values changed is not for wording to say
     stale = frozenset(v for v in old_values - new_values if v[0] in replaced)
     return stale, current, exact
 

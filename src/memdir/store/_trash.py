@@ -150,15 +150,31 @@ def _new_folder(memory: MemoryDir, moment: float) -> Path:
         return folder
 
 
+def _index_for(memory: MemoryDir, target: Path) -> Path:
+    """The index that lists ``target``: the ``MEMORY.md`` beside it, else the memory
+    directory's own when that is where its line is; beside it when neither lists it."""
+    beside = target.parent / ENTRYPOINT_NAME
+    candidates = [beside]
+    if target.parent != memory.root:
+        candidates.append(memory.root / ENTRYPOINT_NAME)
+    for index in candidates:
+        text = _read_bytes(index)
+        if text and any(_points_at(line, index.parent, target) for line in _split_lines(text)):
+            return index
+    return beside
+
+
 def forget_memory(
     memory: MemoryDir, path: str | os.PathLike[str], *, now: float | None = None
 ) -> TrashEntry:
     """Move the memory file ``path`` and its index lines into the trash.
 
     ``path`` is absolute or relative to the memory directory; its index is the
-    ``MEMORY.md`` beside it. ``now`` (seconds since the epoch, default: the clock) dates
-    the entry. Raises :class:`~memdir.errors.StoreError`, with nothing removed, when the
-    file is not a memory in this directory or cannot be read or moved.
+    ``MEMORY.md`` beside it, or the directory's own when only that one points at it (a
+    team or folder memory listed in the main index). ``now`` (seconds since the epoch,
+    default: the clock) dates the entry. Raises :class:`~memdir.errors.StoreError`, with
+    nothing removed, when the file is not a memory in this directory or cannot be read or
+    moved.
     """
     target = Path(path) if os.path.isabs(os.fspath(path)) else memory.root / path
     target = Path(os.path.normpath(target))
@@ -170,8 +186,11 @@ def forget_memory(
         or not target.is_file()
     ):
         raise StoreError(f"{target} is not a memory file in {memory.root}")
-    filename = target.relative_to(memory.root).as_posix()
-    index = target.parent / ENTRYPOINT_NAME
+    try:
+        filename = target.relative_to(memory.root).as_posix()
+    except ValueError:  # the same folder reached another way (a symlink in its path)
+        raise StoreError(f"{target} is not a memory file in {memory.root}") from None
+    index = _index_for(memory, target)
     moment = time.time() if now is None else now
     with file_lock(index):
         try:
