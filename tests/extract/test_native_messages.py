@@ -548,3 +548,35 @@ def test_the_fork_sends_sdk_blocks_as_the_host_sdk_sent_them(tmp_path: Path) -> 
         host_sent = strip_markers(before["messages"])
         assert sent[: len(host_sent)] == host_sent
         assert fork["tools"] == before["tools"]
+
+
+def test_a_host_that_keeps_a_window_keeps_its_cursor_and_reads_what_it_adds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[object] = []
+    real = _native.read_message
+
+    def counting(item: object, *args: Any) -> Message:
+        reads.append(item)
+        return real(item, *args)
+
+    monkeypatch.setattr(_native, "read_message", counting)
+    ex, sink, memory = extractor(tmp_path, FunctionModel(lambda _: "Nothing to save."))
+    conversation: list[dict[str, Any]] = []
+    turns, window = 20, 8
+
+    async def main() -> None:
+        for n in range(turns):
+            conversation.append({"role": "user", "content": f"question {n}"})
+            conversation.append(
+                {"role": "assistant", "content": [{"type": "text", "text": f"{n}"}]}
+            )
+            del conversation[:-window]  # the host sends only its last eight messages
+            ex.on_turn_end(TurnContext(messages=list(conversation)))
+            await ex.drain()
+
+    asyncio.run(main())
+    assert len(reads) == 2 * turns
+    assert "extract.error" not in sink.names()
+    counts = [e.fields["message_count"] for e in sink.events if e.name == "extract.run"]
+    assert counts == [2] * turns

@@ -265,9 +265,11 @@ class ConversationReader:
 
     :meth:`read` keeps the messages already read while the conversation only grows (the
     items it was given are the same objects, or equal ones) and reads only the rest, so a
-    turn costs what it adds. When something before the end changed (a compaction, a
-    rewind) it keeps the longest unchanged prefix. The lists it returns are never changed
-    below the length they were returned with: a run may read them later, from any thread.
+    turn costs what it adds. A host that keeps a window of the conversation, dropping
+    messages from its front, costs what it adds and drops. When something before the end
+    changed (a compaction, a rewind) it keeps the longest unchanged prefix. The lists it
+    returns are never changed below the length they were returned with: a run may read
+    them later, from any thread.
     """
 
     def __init__(self) -> None:
@@ -293,6 +295,12 @@ class ConversationReader:
                 f"messages, not {type(items).__name__}"
             )
         with self._lock:
+            shift = self._dropped_from_front(items, length)
+            if shift:
+                # New lists, as below; the messages kept keep their uuids, so a cursor
+                # on one of them still finds it.
+                self._items = self._items[shift:]
+                self._messages = self._messages[shift:]
             kept = self._kept(items, length)
             if kept == length:
                 return self._messages, length
@@ -312,6 +320,19 @@ class ConversationReader:
             self._items.extend(added)
             self._messages.extend(fresh)
             return self._messages, length
+
+    def _dropped_from_front(self, items: Sequence[object], length: int) -> int:
+        """How many messages a host that keeps a window dropped from its front: the place
+        of ``items[0]`` among those already read, or 0 when it is the first of them or
+        none of them (a compaction's summary). Costs what was dropped: the search starts
+        at the front."""
+        if not length or not self._items or _same(items[0], self._items[0]):
+            return 0
+        first = items[0]
+        for index in range(1, len(self._items)):
+            if _same(first, self._items[index]):
+                return index
+        return 0
 
     def _kept(self, items: Sequence[object], length: int) -> int:
         """How many leading ``items`` are the ones already read."""
