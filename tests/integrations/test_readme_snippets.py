@@ -19,6 +19,7 @@ EXAMPLES = [
     "examples/anthropic_memory_tool.py",
     "examples/openai_agents_agent.py",
     "examples/pydantic_ai_agent.py",
+    "examples/langchain_agent.py",
 ]
 
 
