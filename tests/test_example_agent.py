@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from anthropic import AsyncAnthropic
@@ -14,17 +12,7 @@ from anthropic import AsyncAnthropic
 from memdir.messages import Message, ToolUseBlock
 from memdir.store import parse_memory_file
 from memdir.testing import FakeAnthropicServer
-
-EXAMPLE = Path(__file__).parent.parent / "examples" / "anthropic_agent.py"
-
-
-def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("anthropic_agent_example", EXAMPLE)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.examples import load_example
 
 
 def last_text(body: dict[str, Any]) -> str:
@@ -88,7 +76,7 @@ def scripted(memory: Path) -> Any:
 
 
 def test_example_agent_saves_memories_inside_the_parent_cache(tmp_path: Path) -> None:
-    example = load_example()
+    example = load_example("anthropic_agent.py")
     memory = tmp_path / "memory"
     said: list[str] = []
     with FakeAnthropicServer(handler=scripted(memory)) as server:
@@ -139,7 +127,7 @@ def test_example_agent_saves_memories_inside_the_parent_cache(tmp_path: Path) ->
 
 
 def test_memories_come_back_in_the_next_conversation(tmp_path: Path) -> None:
-    example = load_example()
+    example = load_example("anthropic_agent.py")
     memory = tmp_path / "memory"
     with FakeAnthropicServer(handler=scripted(memory)) as server:
 

@@ -15,7 +15,6 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -59,6 +58,7 @@ from memdir.messages import (
 from memdir.models import AnthropicModel
 from memdir.telemetry import CollectingSink
 from memdir.testing import FakeAnthropicServer, Fault, RecordedRequest, Reply
+from tests.examples import load_example
 
 MODEL = "claude-sonnet-4-5"
 # Long enough for the model's minimum cacheable prefix (1,024 tokens): a real agent's is.
@@ -73,7 +73,6 @@ TURNS = (
     "And the weather in Oslo?",
 )
 MEMORY_FILE = "---\nname: {name}\ndescription: about {name}\ntype: user\n---\n\nbody\n"
-EXAMPLE = Path(__file__).parent.parent.parent / "examples" / "langchain_agent.py"
 
 
 @pytest.fixture(autouse=True)
@@ -806,17 +805,8 @@ def test_the_memory_tool_refuses_what_leaves_the_memory_folder(tmp_path: Path) -
     assert "/memories" in str(refused.content)
 
 
-def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("langchain_agent_example", EXAMPLE)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_example_agent_remembers(tmp_path: Path) -> None:
-    example = load_example()
+    example = load_example("langchain_agent.py")
     folder = tmp_path / "memory"
     script = Script(folder, saver="memory")
     with FakeAnthropicServer(handler=script) as server:

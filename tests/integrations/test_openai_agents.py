@@ -14,7 +14,6 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import agents
@@ -56,8 +55,8 @@ from memdir.models import ModelRequest
 from memdir.store import parse_memory_file
 from memdir.telemetry import CollectingSink
 from memdir.testing import FakeOpenAIServer, FunctionModel
+from tests.examples import load_example
 
-EXAMPLE = Path(__file__).parents[2] / "examples" / "openai_agents_agent.py"
 MODEL = "gpt-4.1-mini"
 # Long enough instructions that the host's prompt passes OpenAI's 1,024-token minimum.
 INSTRUCTIONS = (
@@ -597,17 +596,8 @@ def test_messages_from_elsewhere_become_valid_items() -> None:
     assert [m.text for m in messages_from_items(items)] == [m.text for m in messages]
 
 
-def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("openai_agents_example", EXAMPLE)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_example_runs_offline_against_the_fake_server(tmp_path: Path) -> None:
-    example = load_example()
+    example = load_example("openai_agents_agent.py")
     memory = tmp_path / "memory"
     said: list[str] = []
     with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:

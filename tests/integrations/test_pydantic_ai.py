@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -45,8 +44,7 @@ from memdir.messages import (
 )
 from memdir.telemetry import CollectingSink
 from memdir.testing import FakeAnthropicServer, Fault, RecordedRequest, Reply
-
-EXAMPLE = Path(__file__).parent.parent.parent / "examples" / "pydantic_ai_agent.py"
+from tests.examples import load_example
 
 # A host prompt of a realistic size: above Anthropic's 1,024-token minimum for a cache
 # entry, so the fake caches it by its real rules and the planner weighs real numbers.
@@ -696,17 +694,8 @@ def test_a_missing_pydantic_ai_names_the_extra(monkeypatch: pytest.MonkeyPatch) 
 # --- the example -----------------------------------------------------------------------------
 
 
-def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pydantic_ai_agent_example", EXAMPLE)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_example_agent_remembers_against_the_fake_server(tmp_path: Path) -> None:
-    example = load_example()
+    example = load_example("pydantic_ai_agent.py")
     memory = tmp_path / "memory"
     host = iter(["Hello Ana.", "Polars it is."])
     said: list[str] = []
