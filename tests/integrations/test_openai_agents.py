@@ -626,3 +626,53 @@ def test_without_the_sdk_the_error_names_the_extra(monkeypatch: pytest.MonkeyPat
     module = importlib.util.module_from_spec(spec)
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'memdir\[openai-agents\]'"):
         spec.loader.exec_module(module)
+
+
+def test_overlapping_runs_through_one_hooks_object_never_mix_conversations(
+    tmp_path: Path,
+) -> None:
+    import threading
+
+    memory_requests: list[str] = []
+    b_answered = threading.Event()
+
+    def handler(body: dict[str, Any]) -> str:
+        if is_memory_run(body):
+            memory_requests.append(json.dumps(body["messages"]))
+            return "Nothing worth saving."
+        last = json.dumps(body["messages"][-1])
+        if "from Ana" in last:
+            # Ana's answer waits for Bo's, so that Bo's run starts and ends inside Ana's.
+            assert b_answered.wait(timeout=60)
+        answer = f"answer to {'Ana' if 'from Ana' in last else 'Bo'}"
+        if "from Bo" in last:
+            b_answered.set()
+        return answer
+
+    hooks = MemdirAgentHooks(tmp_path / "memory", config=ExtractConfig(mode="standalone"))
+    with FakeOpenAIServer(handler=handler, model="gpt-4.1-mini") as server:
+
+        async def main() -> None:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                agent: Agent[Any] = Agent(
+                    name="assistant",
+                    instructions="be brief",
+                    model=OpenAIChatCompletionsModel("gpt-4.1-mini", client),
+                    hooks=hooks,
+                )
+                await asyncio.gather(
+                    Runner.run(agent, "a question from Ana"),
+                    Runner.run(agent, "a question from Bo"),
+                )
+                await hooks.drain()
+
+        asyncio.run(main())
+    assert len(memory_requests) == 2
+    seen = set()
+    for text in memory_requests:
+        # Each memory run sees one user's conversation, question and answer alike.
+        assert ("from Ana" in text) != ("from Bo" in text), text
+        who = "Ana" if "from Ana" in text else "Bo"
+        assert f"answer to {who}" in text
+        seen.add(who)
+    assert seen == {"Ana", "Bo"}  # each turn reported, neither twice

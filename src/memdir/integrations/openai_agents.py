@@ -623,7 +623,10 @@ class _Memory:
             model = resolve_model(model, base_url=base_url)
         if model is not None:
             self.extractor = self._new_extractor(model)
-        self._run = _RunState()
+        self._runs: dict[int, _RunState] = {}
+        """Per run, by its ``Usage`` object: the one thing the runner shares between the
+        ``RunContextWrapper`` of the model hooks and the ``AgentHookContext`` of the end
+        hook, so that concurrent runs through one hooks object never mix."""
         self._fork_models: dict[tuple[int, str], tuple[object, OpenAIModel]] = {}
         self._tool_context: ToolContext | None = None
         self._default_run_config: RunConfig | None = None
@@ -676,18 +679,27 @@ class _Memory:
         system: str | None,
         items: Sequence[Any],
     ) -> None:
-        if context is not self._run.context:  # a new run: the runner's tracking starts over
-            self._run = _RunState(context=context)
-        self._run.call = _Call(
+        run = self._state(context)
+        run.call = _Call(
             agent=agent,
             system=system,
             items=list(items),
             sent_at=time.time(),
-            used_tools_before=id(agent) in self._run.used_tools,
+            used_tools_before=id(agent) in run.used_tools,
         )
 
-    def llm_ended(self, agent: Agent[Any], response: ModelResponse) -> None:
-        call = self._run.call
+    def _state(self, context: object) -> _RunState:
+        usage = getattr(context, "usage", context)
+        run = self._runs.get(id(usage))
+        if run is None or run.context is not usage:
+            run = self._runs[id(usage)] = _RunState(context=usage)
+            while len(self._runs) > 256:  # runs that failed never end: drop the oldest
+                del self._runs[next(iter(self._runs))]
+        return run
+
+    def llm_ended(self, context: object, agent: Agent[Any], response: ModelResponse) -> None:
+        run = self._state(context)
+        call = run.call
         if call is None or call.agent is not agent:
             return
         call.response = response
@@ -695,21 +707,22 @@ class _Memory:
             kind = getattr(item, "type", None)
             if isinstance(kind, str) and kind.endswith("_call"):
                 # The runner resets a forced tool_choice once the agent has used a tool.
-                self._run.used_tools.add(id(agent))
+                run.used_tools.add(id(agent))
                 break
 
     def tool_ended(self, context: object, result: object) -> None:
         call_id = getattr(context, "tool_call_id", None)
         if isinstance(call_id, str):
-            self._run.tool_outputs[call_id] = result
+            self._state(context).tool_outputs[call_id] = result
 
     async def turn_ended(self, context: RunContextWrapper[Any], agent: Agent[Any]) -> None:
         """The agent produced its final output: report the turn to the extractor."""
         try:
-            call = self._run.call
-            if call is None or call.agent is not agent or call.response is None:
+            run = self._runs.pop(id(getattr(context, "usage", context)), None)
+            call = run.call if run is not None else None
+            if run is None or call is None or call.agent is not agent or call.response is None:
                 return
-            items = [*call.items, *self._final_items(call.response)]
+            items = [*call.items, *self._final_items(run, call.response)]
             try:
                 turn = await self._host_request(context, call, items)
             except Exception as exc:  # an SDK this code does not know: memdir's own request
@@ -739,7 +752,7 @@ class _Memory:
             _log.warning("memdir: turn not reported: %s: %s", type(exc).__name__, exc)
             emit(self.sink, "extract.error", duration_ms=0, error_type=type(exc).__name__)
 
-    def _final_items(self, response: ModelResponse) -> list[Any]:
+    def _final_items(self, run: _RunState, response: ModelResponse) -> list[Any]:
         """The final answer as items, with the results of calls that ended the run (a
         ``tool_use_behavior`` that stops on a tool) so that no call is left unanswered."""
         out: list[Any] = list(response.to_input_items())
@@ -748,8 +761,8 @@ class _Memory:
             call_id = item.get("call_id")
             if item.get("type") != "function_call" or call_id in answered:
                 continue
-            if call_id in self._run.tool_outputs:
-                result = self._run.tool_outputs[call_id]
+            if call_id in run.tool_outputs:
+                result = run.tool_outputs[call_id]
                 output = result if isinstance(result, str) else str(result)
                 out.append({"call_id": call_id, "output": output, "type": "function_call_output"})
         return out
@@ -1025,7 +1038,7 @@ class _MemdirHooks:
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
     ) -> None:
         """Keep the answer: the final one ends the turn's conversation."""
-        self._memory.llm_ended(agent, response)
+        self._memory.llm_ended(context, agent, response)
 
     async def on_tool_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object
