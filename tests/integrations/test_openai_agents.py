@@ -21,6 +21,7 @@ import pytest
 from agents import (
     Agent,
     AgentHookContext,
+    FunctionTool,
     ModelSettings,
     OpenAIChatCompletionsModel,
     Runner,
@@ -676,3 +677,22 @@ def test_overlapping_runs_through_one_hooks_object_never_mix_conversations(
         assert f"answer to {who}" in text
         seen.add(who)
     assert seen == {"Ana", "Bo"}  # each turn reported, neither twice
+
+
+def test_the_memory_tools_do_not_read_memdirs_own_files(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    (memory / ".memdir").mkdir(parents=True)
+    (memory / ".memdir" / "state.json").write_text('{"sessions": {}}')
+    (memory / "user_role.md").write_text("---\nname: role\ndescription: r\ntype: user\n---\nAna.\n")
+    hooks = MemdirRunHooks(memory, model="offline")
+    read = next(t for t in hooks.tools() if t.name == "Read")
+    assert isinstance(read, FunctionTool)
+
+    async def call(path: Path) -> str:
+        arguments = json.dumps({"file_path": str(path)})
+        return str(await read.on_invoke_tool(None, arguments))  # type: ignore[arg-type]
+
+    assert "Ana." in asyncio.run(call(memory / "user_role.md"))
+    refused = asyncio.run(call(memory / ".memdir" / "state.json"))
+    assert "sessions" not in refused
+    assert "hidden names are not memories" in refused

@@ -73,6 +73,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 # The SDK is this module's whole point, and only this module's: memdir itself never needs it.
@@ -940,8 +941,12 @@ class _Memory:
         if not isinstance(tool_input, dict):
             return f"{tool.name}: the arguments must be a JSON object."
         md = self.memory_dir
-        if not md.is_memory_path(tool_input.get("file_path"), cwd=cwd):
+        path = tool_input.get("file_path")
+        if not md.is_memory_path(path, cwd=cwd):
             return f"{tool.name} is limited to files inside the memory directory {md.root}."
+        if _hidden_part(md, str(path), cwd):
+            # memdir's own bookkeeping (.memdir/: cursors, logs, the trash) is not memory.
+            return f"{tool.name} is limited to memory files; hidden names are not memories."
         gate = auto_mem_can_use_tool(
             md, cwd=cwd, allow_private_secrets=self.config.allow_private_secrets, sink=self.sink
         )
@@ -959,6 +964,16 @@ class _Memory:
     async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 (as the extractor's)
         if self.extractor is not None:
             await self.extractor.drain(timeout)
+
+
+def _hidden_part(md: MemoryDir, path: str, cwd: str) -> bool:
+    """Whether ``path``, inside the memory directory, goes through a hidden name there."""
+    full = os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
+    try:
+        relative = Path(full).relative_to(md.root)
+    except ValueError:
+        relative = Path(os.path.relpath(os.path.realpath(full), os.path.realpath(md.root)))
+    return any(part.startswith(".") for part in relative.parts)
 
 
 class _MemdirHooks:
