@@ -839,3 +839,34 @@ def test_without_langchain_the_error_names_the_extra(monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(sys.modules, "langchain.agents.middleware", None)
     with pytest.raises(ModuleNotFoundError, match=r"memdir\[langchain\]"):
         importlib.import_module("memdir.integrations.langchain")
+
+
+def test_conversations_without_a_thread_each_keep_their_cursor(tmp_path: Path) -> None:
+    # A server with no checkpointer passes each user's history back itself.
+    folder = tmp_path / "memory"
+
+    def handler(body: dict[str, Any]) -> str:
+        return "ok " + json.dumps(body["messages"][-1]["content"])[:20]
+
+    sink = CollectingSink()
+    memory = MemdirMiddleware(
+        folder, model="offline", config=ExtractConfig(mode="standalone"), sink=sink
+    )
+    with FakeAnthropicServer(handler=handler) as server:
+        agent = create_agent(chat_model(server), [], middleware=[memory])
+
+        async def main() -> int:
+            history: dict[str, list[Any]] = {"ana": [], "bo": []}
+            for n in range(3):
+                for who in history:
+                    state = await agent.ainvoke(
+                        {"messages": [*history[who], {"role": "user", "content": f"{who} {n}"}]}
+                    )
+                    history[who] = state["messages"]
+                    await memory.drain()
+            return sum(len(h) for h in history.values())
+
+        total = asyncio.run(main())
+    counts = [e.fields["message_count"] for e in sink.named("extract.run")]
+    assert counts == [2] * 6
+    assert sum(counts) == total

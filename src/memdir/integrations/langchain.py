@@ -609,6 +609,16 @@ def _thread_of(runtime: object) -> str | None:
     return str(thread) if thread is not None else None
 
 
+def _conversation_key(thread: str | None, messages: Sequence[object]) -> str | None:
+    """Which conversation a turn or a request belongs to: its thread, or, for an agent
+    run without a checkpointer (a server that passes each user's history itself), the id
+    LangGraph gave its first message, which comes back with the history it returns."""
+    if thread is not None:
+        return thread
+    first = getattr(messages[0], "id", None) if messages else None
+    return f"first-message:{first}" if isinstance(first, str) and first else None
+
+
 class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """A ``create_agent`` middleware that saves memories after each turn of the agent.
 
@@ -702,7 +712,8 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         # once per turn, at its end, and only the last one of the turn.
         capture = _Capture(request=request, messages=tuple(request.messages), sent_at=time.time())
         with self._lock:
-            self._thread(_thread_of(request.runtime)).capture = capture
+            key = _conversation_key(_thread_of(request.runtime), request.messages)
+            self._thread(key).capture = capture
 
     # --- plain graphs -----------------------------------------------------------------------
 
@@ -777,7 +788,7 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             if isinstance(last, AIMessage) and last.tool_calls:
                 return  # calls pending: not a finished turn
             with self._lock:
-                entry = self._thread(thread)
+                entry = self._thread(_conversation_key(thread, messages))
                 capture, entry.capture = entry.capture, None
                 conversation = entry.conversation.read(messages)
             capture = capture if use_capture else None
