@@ -444,6 +444,29 @@ def test_conversations_are_kept_apart_and_resume_from_their_cursor(tmp_path: Pat
     assert capability.extractor(b[-1].conversation_id) is None  # let go
 
 
+def test_the_cursors_of_idle_conversations_are_bounded_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memdir.integrations import pydantic_ai as integration
+
+    monkeypatch.setattr(integration, "_RESUME_KEPT", 2)
+    memory = tmp_path / "memory"
+    capability = MemdirCapability(
+        memory, config=ExtractConfig(mode="fork"), sink=CollectingSink(), max_sessions=1
+    )
+    host = iter([f"Answer {n}." for n in range(5)])
+
+    async def main() -> None:
+        async with served(scripted(memory, host)) as (fake, client):
+            agent = weather_agent(client, capability)
+            for n in range(5):
+                await agent.run(f"Conversation {n}.")
+                await capability.drain()
+
+    asyncio.run(main())
+    assert len(capability._resume) == 2
+
+
 def test_the_agent_may_save_a_memory_itself_which_is_not_saved_again(tmp_path: Path) -> None:
     memory = tmp_path / "memory"
     sink = CollectingSink()

@@ -606,6 +606,10 @@ _ACTIVE: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
 subagent's (an agent called from a tool), whose turns are not remembered."""
 
 
+_RESUME_KEPT = 10_000
+"""Cursors of idle conversations kept after their extractor was let go."""
+
+
 class MemdirCapability(AbstractCapability[Any]):
     """A pydantic-ai capability that saves memories after each run of the agent.
 
@@ -848,6 +852,10 @@ class MemdirCapability(AbstractCapability[Any]):
             gone = self._sessions.pop(idle)
             if gone.extractor is not None:
                 self._resume[idle] = (gone.extractor.cursor, gone.extractor.turns_since_run)
+                # Bounded too: a conversation idle past this many others starts over (its
+                # memories are updated, not saved twice, by the run that reads it again).
+                while len(self._resume) > _RESUME_KEPT:
+                    del self._resume[next(iter(self._resume))]
         return session
 
     def _new_extractor(self, conversation: str, run: _Run) -> MemoryExtractor:
