@@ -208,32 +208,29 @@ def test_ls_shows_brackets_in_descriptions_as_written(tmp_path: Path) -> None:
 
 
 def test_the_readme_says_which_commands_take_json_and_memory_dir() -> None:
-    text = README.read_text(encoding="utf-8")
+    text = " ".join(README.read_text(encoding="utf-8").split())
     assert "Every command takes `--help`, `--json` and `--memory-dir`" not in text
-    assert "all but `hook claude-code`" in text
-    assert "all but `dir`" in text
+    one_dir = ["extract", "watch", "ls", "show", "forget", "dream", "prompt", "recall"]
+    assert "(" + ", ".join(f"`{c}`" for c in one_dir) + ") take `--memory-dir` and `--json`" in text
+    assert "`hook claude-code` takes `--memory-dir` but not `--json`" in text
 
     def options(*path: str) -> set[str]:
         code, out, _ = run(*path, "--help")
         assert code == 0
         return set(re.findall(r"--[a-z-]+", out))
 
-    commands = [
-        ("extract",),
-        ("watch",),
-        ("ls",),
-        ("show",),
-        ("forget",),
-        ("dream",),
-        ("prompt",),
-        ("recall",),
-        ("dir",),
-        ("hook", "claude-code"),
-    ]
-    for command in commands:
-        found = options(*command)
-        assert ("--json" in found) == (command != ("hook", "claude-code")), command
-        assert ("--memory-dir" in found) == (command != ("dir",)), command
+    expected: dict[tuple[str, ...], set[str]] = {
+        **{(c,): {"--memory-dir", "--json"} for c in one_dir},
+        ("dir",): {"--json"},
+        ("hook", "claude-code"): {"--memory-dir"},
+        ("worker",): {"--db"},
+        ("queue", "init"): {"--db"},
+        ("queue", "status"): {"--db", "--json"},
+        ("sync",): {"--db", "--json"},
+    }
+    for command, wanted in expected.items():
+        found = options(*command) & {"--json", "--memory-dir", "--db"}
+        assert found == wanted, command
 
 
 def test_a_relative_memory_dir_option_is_relative_to_the_current_folder(

@@ -11,6 +11,7 @@ from memdir._cli._extract import extract_command
 from memdir._cli._forget import forget_command
 from memdir._cli._hook import hook_group
 from memdir._cli._manage import dir_command, ls_command, show_command
+from memdir._cli._queue import queue_group, sync_command, worker_command
 from memdir._cli._recall import prompt_command, recall_command
 from memdir._cli._watch import watch_command
 
@@ -42,6 +43,9 @@ for command in (
     dream_command,
     prompt_command,
     recall_command,
+    worker_command,
+    queue_group,
+    sync_command,
 ):
     if command.callback is not None:
         command.callback = guarded(command.callback)

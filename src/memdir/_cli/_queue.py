@@ -1,0 +1,235 @@
+"""``memdir worker``, ``memdir queue status|init`` and ``memdir sync``: the PostgreSQL
+backend from the command line.
+
+Every command imports :mod:`memdir.queue` only when it runs, so ``memdir --help`` and
+the single-machine commands never need procrastinate or psycopg; a missing ``[postgres]``
+extra is reported in one line by the command that needs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
+
+import click
+
+from memdir._cli._common import (
+    EXIT_FAILED,
+    base_url_option,
+    choose_model,
+    every_option,
+    fail,
+    guarded,
+    json_option,
+    model_option,
+    print_json,
+    team_option,
+)
+from memdir._cli._run import memory_format
+from memdir.errors import MemdirError
+from memdir.extract import ExtractConfig
+from memdir.models import Model, resolve_model
+from memdir.telemetry import JsonlSink, LoggingSink, Sink, fan_out
+
+if TYPE_CHECKING:
+    from memdir.queue import QueueStatus
+
+__all__ = ["queue_group", "sync_command", "worker_command"]
+
+DB_ENV = "MEMDIR_DB"
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _one_line_errors(callback: Callable[P, R]) -> Callable[P, R]:
+    """``callback`` with memdir's errors (the missing extra among them) and the
+    database's (unreachable, refused, no such database) reported in one line: exit 1
+    for the database, which may come back, 2 for the rest, as the other commands do."""
+    callback = guarded(callback)
+
+    @functools.wraps(callback)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return callback(*args, **kwargs)
+        except Exception as exc:
+            if type(exc).__module__.split(".")[0] != "psycopg":
+                raise
+            fail(f"the database: {exc}", EXIT_FAILED, kind="database")
+
+    return run
+
+
+db_option = click.option(
+    "--db",
+    "dsn",
+    envvar=DB_ENV,
+    required=True,
+    help=f"The PostgreSQL database (a libpq URL or key=value string; default: ${DB_ENV}).",
+)
+
+
+class _Models:
+    """The worker's model per shipped model name: the host's own model where memdir can
+    reach it (so the fork shares the host's prompt cache), else the worker's default."""
+
+    def __init__(self, default: Model, base_url: str | None) -> None:
+        self._default = default
+        self._base_url = base_url
+        self._by_name: dict[str, Model] = {}
+
+    def __call__(self, name: str | None) -> Model:
+        if name is None:
+            return self._default
+        model = self._by_name.get(name)
+        if model is None:
+            try:
+                model = resolve_model(name, base_url=self._base_url)
+            except MemdirError:
+                model = self._default  # a spec this machine cannot call: run standalone-ish
+            self._by_name[name] = model
+        return model
+
+
+@click.command("worker")
+@db_option
+@model_option
+@base_url_option
+@every_option
+@team_option
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Directories this worker runs at once.",
+)
+@click.option("--name", help="This worker's name in the queue (default: host:pid).")
+@click.option(
+    "--events",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Append telemetry events to this JSONL file (also logged).",
+)
+@click.option(
+    "--init/--no-init",
+    "init_schema",
+    default=True,
+    show_default=True,
+    help="Create the tables first when they are missing.",
+)
+@_one_line_errors
+def worker_command(
+    dsn: str,
+    model_option: str | None,
+    base_url: str | None,
+    every: int,
+    team: bool,
+    concurrency: int,
+    name: str | None,
+    events: Path | None,
+    init_schema: bool,
+) -> None:
+    """Run extraction jobs from PostgreSQL until stopped (Ctrl-C or SIGTERM).
+
+    Each job runs one memory directory: it checks the files out of the database, runs
+    the memory agent on the pending turns as one machine would, and commits the files
+    and cursors only if no other worker committed meanwhile.
+    """
+    from memdir.queue import QueueWorker, WorkerSettings, apply_schema
+
+    if init_schema:
+        apply_schema(dsn)
+    model = choose_model(model_option, base_url)
+    config = ExtractConfig(every_n_turns=every, team=team, memory_format=memory_format())
+    jsonl = JsonlSink(events) if events is not None else None
+    sink: Sink | None = fan_out(LoggingSink(), jsonl)
+    settings = WorkerSettings(
+        dsn=dsn,
+        models=_Models(model, base_url),
+        config=config,
+        concurrency=concurrency,
+        sink=sink,
+    )
+    if name:
+        settings = dataclasses.replace(settings, name=name)
+    try:
+        asyncio.run(QueueWorker(settings).run(wait=True))
+    finally:
+        if jsonl is not None:
+            jsonl.close()
+
+
+@click.group("queue")
+def queue_group() -> None:
+    """The extraction queue on PostgreSQL."""
+
+
+@queue_group.command("init")
+@db_option
+@_one_line_errors
+def queue_init_command(dsn: str) -> None:
+    """Create procrastinate's and memdir's tables (safe to run again)."""
+    from memdir.queue import apply_schema
+
+    apply_schema(dsn)
+    click.echo("memdir: the queue's tables are ready")
+
+
+def _render(status: QueueStatus) -> str:
+    jobs = status.jobs
+    lines = [
+        f"queued   {jobs.get('todo', 0)}",
+        f"running  {jobs.get('doing', 0)}",
+        f"failed   {jobs.get('failed', 0)}",
+        f"pending  {status.pending_sessions} sessions in {status.pending_dirs} directories",
+    ]
+    if status.failing:
+        lines.append("failing sessions (retried with backoff):")
+        lines += [
+            f"  {f['dir_id']} {f['session']}: attempt {f['attempts']}: {f['error']}"
+            for f in status.failing
+        ]
+    if status.failed_jobs:
+        lines.append("failed jobs (stalled workers, failed by the sweeper):")
+        lines += [f"  job {f['job_id']} {f['dir_id']}" for f in status.failed_jobs]
+    return "\n".join(lines)
+
+
+@queue_group.command("status")
+@db_option
+@json_option
+@_one_line_errors
+def queue_status_command(dsn: str, as_json: bool) -> None:
+    """What is queued, running and failed, and why."""
+    from memdir.queue import queue_status
+
+    status = queue_status(dsn)
+    if as_json:
+        print_json(status.as_dict())
+    else:
+        click.echo(_render(status))
+
+
+@click.command("sync")
+@db_option
+@click.argument("dir_id")
+@click.argument("target", type=click.Path(file_okay=False, path_type=Path))
+@json_option
+@_one_line_errors
+def sync_command(dsn: str, dir_id: str, target: Path, as_json: bool) -> None:
+    """Mirror the memory directory DIR_ID from the database into the folder TARGET.
+
+    Files the database has are written, files it no longer has are removed; TARGET can
+    then be read as any memory directory (Claude Code's, for instance).
+    """
+    from memdir.queue import export_dir
+
+    generation = export_dir(dsn, dir_id, target)
+    if as_json:
+        print_json({"dir_id": dir_id, "target": str(target), "generation": generation})
+    else:
+        click.echo(f"memdir: {dir_id} at generation {generation} mirrored to {target}")

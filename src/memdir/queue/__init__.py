@@ -1,0 +1,51 @@
+"""Extraction as jobs on PostgreSQL, with procrastinate: memdir beyond one machine.
+
+Hosts record each finished turn with :class:`QueueExtractor` (the turn's new messages,
+its request, and a wake-up job for the directory, in one transaction); workers
+(:class:`QueueWorker`, ``memdir worker``) run one job per directory at a time, on a
+working copy checked out of PostgreSQL, and commit files and cursors fenced by the
+directory's generation. The plain memory folder stays the default on one machine; this
+package is the ``[postgres]`` extra, and nothing outside it imports procrastinate or
+psycopg.
+"""
+
+from memdir.queue._deps import require
+
+require("procrastinate")
+require("psycopg")
+
+from memdir.queue._app import EXTRACT_TASK, NOTIFY_CHANNEL, QUEUE_NAME, make_app  # noqa: E402
+from memdir.queue._producer import DEFAULT_SESSION, QueueExtractor, TurnRecorded  # noqa: E402
+from memdir.queue._schema import SCHEMA_SQL, apply_schema  # noqa: E402
+from memdir.queue._status import QueueStatus, queue_status  # noqa: E402
+from memdir.queue._store import export_dir  # noqa: E402
+from memdir.queue._tempdb import PostgresNotFoundError, TemporaryPostgres  # noqa: E402
+from memdir.queue._worker import (  # noqa: E402
+    DirRun,
+    QueueWorker,
+    SessionOutcome,
+    WorkerSettings,
+    sweep,
+)
+
+__all__ = [
+    "DEFAULT_SESSION",
+    "EXTRACT_TASK",
+    "NOTIFY_CHANNEL",
+    "QUEUE_NAME",
+    "SCHEMA_SQL",
+    "DirRun",
+    "PostgresNotFoundError",
+    "QueueExtractor",
+    "QueueStatus",
+    "QueueWorker",
+    "SessionOutcome",
+    "TemporaryPostgres",
+    "TurnRecorded",
+    "WorkerSettings",
+    "apply_schema",
+    "export_dir",
+    "make_app",
+    "queue_status",
+    "sweep",
+]

@@ -1,0 +1,123 @@
+"""PostgreSQL as the system of record of a memory directory, fenced by a generation.
+
+A run checks the directory out at generation *G* into a scratch folder, the memory
+agent works there exactly as on one machine, and :func:`commit` writes back what
+changed only if the directory is still at *G*, bumping it to *G + 1* in the same
+transaction as the cursors and the consumed pending rows. A worker that was presumed
+dead (its job failed by the sweeper, its directory run again by another worker) finds
+the generation moved and its late commit is refused, so it cannot overwrite newer
+memories nor double-count turns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from memdir.store import atomic_write
+from memdir.store._atomic import STATE_DIR_NAME
+
+__all__ = [
+    "Checkout",
+    "export_dir",
+    "local_files",
+    "local_files_with_times",
+    "sha256",
+    "write_checkout",
+]
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Checkout:
+    """A directory's files as of one generation."""
+
+    dir_id: str
+    generation: int
+    files: Mapping[str, str] = field(default_factory=dict)
+    """Relative posix path → sha256 of the content, to tell what a run changed."""
+
+
+FILES_SQL = "SELECT path, content, sha256, mtime FROM memdir_files WHERE dir_id = %s"
+"""A directory's files as :func:`write_checkout` takes them."""
+
+
+def write_checkout(
+    into: Path, dir_id: str, generation: int, rows: Sequence[Sequence[Any]]
+) -> Checkout:
+    """Write the rows of :data:`FILES_SQL` into ``into``, each with its stored time."""
+    files: dict[str, str] = {}
+    for path, content, digest, mtime in rows:
+        target = _inside(into, path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(bytes(content))
+        os.utime(target, (mtime, mtime))
+        files[path] = digest
+    return Checkout(dir_id=dir_id, generation=generation, files=files)
+
+
+def _inside(root: Path, relative: str) -> Path:
+    """``root / relative``, refusing a stored path that would leave ``root``."""
+    target = (root / relative).resolve()
+    if not target.is_relative_to(root.resolve()):
+        raise ValueError(f"stored path {relative!r} leaves the memory directory")
+    return target
+
+
+def local_files(root: Path) -> Iterator[tuple[str, bytes]]:
+    """Every file of a working copy as (relative posix path, content); see
+    :func:`local_files_with_times`."""
+    for path, content, _ in local_files_with_times(root):
+        yield path, content
+
+
+def local_files_with_times(root: Path) -> Iterator[tuple[str, bytes, float]]:
+    """Every file of a working copy as (relative posix path, content, mtime), memdir's own
+    ``.memdir/`` bookkeeping left out: locks and state are per machine, the database
+    keeps the cursors."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != STATE_DIR_NAME)
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if path.is_symlink() or not path.is_file():
+                continue
+            content = path.read_bytes()
+            yield path.relative_to(root).as_posix(), content, path.stat().st_mtime
+
+
+def export_dir(dsn: str, dir_id: str, target: Path) -> int:
+    """Mirror a directory's files into the plain folder ``target`` (``memdir sync``):
+    files the database has are written (atomically, each), files it no longer has are
+    removed; ``.memdir/`` is left alone. Returns the generation mirrored."""
+    target.mkdir(parents=True, exist_ok=True)
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        row = conn.execute(
+            "SELECT generation FROM memdir_dirs WHERE dir_id = %s", (dir_id,)
+        ).fetchone()
+        generation = int(row[0]) if row else 0
+        wanted: dict[str, tuple[bytes, float]] = {
+            path: (bytes(content), float(mtime))
+            for path, content, mtime in conn.execute(
+                "SELECT path, content, mtime FROM memdir_files WHERE dir_id = %s", (dir_id,)
+            )
+        }
+    present = dict(local_files(target))
+    for path, (content, mtime) in wanted.items():
+        if present.get(path) != content:
+            destination = _inside(target, path)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(destination, content)
+            os.utime(destination, (mtime, mtime))
+    for path in present.keys() - wanted.keys():
+        (target / path).unlink()
+    return generation

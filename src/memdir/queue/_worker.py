@@ -1,0 +1,652 @@
+"""The worker's side: one job runs one directory — snapshot, extract, fenced commit.
+
+A job reads the directory's pending rows (one per session with an unprocessed turn)
+and checks the directory out at generation *G* into a scratch folder. For each session
+it runs memdir's own :class:`~memdir.MemoryExtractor` there, restored to the session's
+cursor, exactly as one machine would (fork with the host's shipped request, or the
+standalone request). Then one transaction compares-and-swaps the generation, writes the
+changed files, moves the cursors, and deletes only the pending rows whose version is
+the one it read: a turn that arrived during the run keeps its row, and the job that
+turn deferred (allowed, since this one is ``doing``, not ``todo``) runs it next.
+
+Two rules keep a directory from being blocked for good (both from procrastinate's open
+issues, see the scale-out note): the extract task has no ``RetryStrategy`` — a failed
+session is retried by deferring a new job with a backoff — and stalled jobs are failed
+by :func:`sweep`, never retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import posixpath
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import procrastinate
+import psycopg
+import psycopg_pool
+from procrastinate.exceptions import AlreadyEnqueued
+
+from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
+from memdir.messages import Message
+from memdir.models import Model
+from memdir.queue._app import EXTRACT_TASK, NOTIFY_CHANNEL, QUEUE_NAME, SWEEP_TASK, make_app
+from memdir.queue._codec import decode_message, decode_params, model_name
+from memdir.queue._store import (
+    FILES_SQL,
+    Checkout,
+    local_files_with_times,
+    sha256,
+    write_checkout,
+)
+from memdir.telemetry import CollectingSink, Event, Sink, emit, fan_out
+
+__all__ = ["DirRun", "QueueWorker", "SessionOutcome", "WorkerSettings", "sweep"]
+
+ModelFactory = Callable[[str | None], Model]
+"""The worker's model for a shipped request's model name (None: no request was shipped,
+the standalone request uses the worker's default)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerSettings:
+    """How a worker runs jobs."""
+
+    dsn: str
+    models: ModelFactory
+    config: ExtractConfig = field(default_factory=ExtractConfig)
+    name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    queue: str = QUEUE_NAME
+    concurrency: int = 4
+    """Jobs (directories) one worker process runs at once."""
+    backoff_base_seconds: float = 1.0
+    """The wait before a failed session's first retry; it doubles with each attempt."""
+    backoff_max_seconds: float = 60.0
+    """The longest wait before a failed session is tried again."""
+    sweep_cron: str | None = "* * * * *"
+    """When the sweeper runs (procrastinate's cron syntax, a sixth field for seconds);
+    None: this worker defers no sweeps (another one, or an operator, does)."""
+    stalled_after: float = 30.0
+    """Seconds without a heartbeat after which a worker's jobs count as stalled."""
+    scratch: Path | None = None
+    """Where working copies are checked out (default: the system's temporary folder)."""
+    run_timeout: float = 900.0
+    """The most one session's extraction may take."""
+    poll_interval: float = 5.0
+    """How often idle workers look for scheduled jobs (retries); new ones come by NOTIFY."""
+    heartbeat_interval: float = 10.0
+    keep_jobs: bool = False
+    """Keep succeeded jobs (and their ``procrastinate_events``) for inspection; by
+    default they are deleted, failed ones always kept for ``memdir queue status``."""
+    sink: Sink | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionOutcome:
+    """What a run did for one session."""
+
+    session: str
+    outcome: str
+    """``ran``, ``skipped`` (the host wrote memory itself), ``throttled``, ``failed``."""
+    from_seq: int
+    to_seq: int
+    error: str | None = None
+    covered_at: float | None = None
+    """When the run ended (epoch seconds): memdir's own writes of this run are older."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DirRun:
+    """What one job did to one directory."""
+
+    dir_id: str
+    generation: int
+    """The generation it started from."""
+    committed: bool
+    """False: nothing was pending, or the generation had moved (a conflict)."""
+    conflict: bool = False
+    sessions: tuple[SessionOutcome, ...] = ()
+    files_changed: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Pending:
+    dir_id: str
+    session: str
+    upto_seq: int
+    version: int
+    turns: int
+    attempts: int
+    params: Mapping[str, Any] | None
+    cwd: str | None
+    last_request_at: float | None
+    host_memory_root: str | None
+    cursor_uuid: str | None
+    cursor_seq: int
+    turns_since_run: int
+    covered_at: float | None
+    """When the session's cursor last moved (epoch seconds): memory files changed since
+    then, stamped with the session, were written by another agent."""
+    messages: tuple[Message, ...]
+
+
+_SNAPSHOT_PENDING = """
+SELECT p.session, p.upto_seq, p.version, p.turns, p.attempts, p.params, p.cwd,
+       p.last_request_at, p.host_memory_root,
+       s.cursor_uuid, s.cursor_seq, s.turns_since_run, s.covered_at
+FROM memdir_pending p JOIN memdir_sessions s USING (dir_id, session)
+WHERE p.dir_id = %s ORDER BY p.session
+"""
+_SNAPSHOT_MESSAGES = """
+SELECT body FROM memdir_messages
+WHERE dir_id = %s AND session = %s AND seq <= %s ORDER BY seq
+"""
+
+
+class QueueWorker:
+    """Runs ``memdir.extract`` jobs; :meth:`run` is the worker loop, :meth:`extract` one
+    job (callable directly, as the tests do to play a zombie)."""
+
+    def __init__(self, settings: WorkerSettings) -> None:
+        self.settings = settings
+        self.app: procrastinate.App = make_app(settings.dsn)
+        self._pool: psycopg_pool.AsyncConnectionPool[Any] | None = None
+        worker = self
+
+        # No retry= here, on purpose (module docstring): a failed session is retried by
+        # a new job, and a job that raises (the database gone mid-run) ends failed with
+        # its pending rows intact, for the sweeper to defer again. ``attempt`` only
+        # shows in the job's arguments, for whoever reads the queue.
+        @self.app.task(name=EXTRACT_TASK, pass_context=True, queue=settings.queue)
+        async def extract_task(
+            context: procrastinate.JobContext, dir_id: str, attempt: int = 0
+        ) -> None:
+            await worker.extract(dir_id, job_id=context.job.id)
+
+        async def sweep_task(timestamp: int) -> None:
+            await sweep(
+                worker.app,
+                settings.dsn,
+                queue=settings.queue,
+                stalled_after=settings.stalled_after,
+                sink=settings.sink,
+            )
+
+        task = self.app.task(name=SWEEP_TASK, queue=settings.queue)(sweep_task)
+        if settings.sweep_cron is not None:
+            # Its own queueing lock: however many workers defer it, one sweep waits.
+            self.app.periodic(
+                cron=settings.sweep_cron, periodic_id="memdir", queueing_lock=SWEEP_TASK
+            )(task)
+
+    async def run(self, *, wait: bool = True, install_signal_handlers: bool = True) -> None:
+        """Work until stopped (``wait``) or until no job is left to start (not ``wait``)."""
+        settings = self.settings
+        # Two connections per job (snapshot, commit), never both at once.
+        pool: psycopg_pool.AsyncConnectionPool[Any] = psycopg_pool.AsyncConnectionPool(
+            settings.dsn, min_size=1, max_size=settings.concurrency + 1, open=False
+        )
+        await pool.open()
+        self._pool = pool
+        try:
+            async with self.app.open_async():
+                await self._work(wait, install_signal_handlers)
+        finally:
+            self._pool = None
+            await pool.close()
+
+    async def _work(self, wait: bool, install_signal_handlers: bool) -> None:
+        settings = self.settings
+        await self.app.run_worker_async(
+            queues=[settings.queue],
+            wait=wait,
+            concurrency=settings.concurrency,
+            name=settings.name,
+            fetch_job_polling_interval=settings.poll_interval,
+            update_heartbeat_interval=settings.heartbeat_interval,
+            install_signal_handlers=install_signal_handlers,
+            delete_jobs="never" if settings.keep_jobs else "successful",
+        )
+
+    # --- one job --------------------------------------------------------------------------
+
+    async def extract(self, dir_id: str, *, job_id: int | None = None) -> DirRun:
+        """Run the directory's pending turns and commit them, fenced by the generation."""
+        settings = self.settings
+        started = time.monotonic()
+        scratch = Path(tempfile.mkdtemp(prefix="memdir-run-", dir=settings.scratch))
+        root = scratch / "memory"
+        root.mkdir()
+        try:
+            snapshot, pendings, started_at = await self._snapshot(dir_id, root)
+            if not pendings:
+                return DirRun(dir_id=dir_id, generation=snapshot.generation, committed=False)
+            emit(
+                settings.sink,
+                "extract.started",
+                dir_id=dir_id,
+                generation=snapshot.generation,
+                sessions=len(pendings),
+                worker=settings.name,
+            )
+            outcomes = [await self._run_session(root, p) for p in pendings]
+            run = await self._commit(snapshot, root, pendings, outcomes, started_at, job_id)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        emit(
+            settings.sink,
+            "extract.conflict" if run.conflict else "extract.committed",
+            dir_id=dir_id,
+            generation=run.generation,
+            sessions=len(run.sessions),
+            failed=sum(1 for o in run.sessions if o.outcome == "failed"),
+            files_changed=run.files_changed,
+            duration_ms=int((time.monotonic() - started) * 1000),
+            worker=settings.name,
+        )
+        return run
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A connection from the worker's pool while :meth:`run` runs; a fresh one for
+        a direct call (a new backend per job costs the database a process each)."""
+        if self._pool is not None:
+            async with self._pool.connection() as conn:
+                yield conn
+        else:
+            async with await psycopg.AsyncConnection.connect(self.settings.dsn) as conn:
+                yield conn
+
+    async def _snapshot(self, dir_id: str, root: Path) -> tuple[Checkout, list[_Pending], Any]:
+        async with self._connection() as conn, conn.transaction():
+            # One consistent view of files, generation, cursors and pending rows.
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            head = await (
+                await conn.execute(
+                    "SELECT clock_timestamp(), (SELECT generation FROM memdir_dirs "
+                    "WHERE dir_id = %s)",
+                    (dir_id,),
+                )
+            ).fetchone()
+            clock, generation = head if head else (None, None)
+            files = await (await conn.execute(FILES_SQL, (dir_id,))).fetchall()
+            pendings: list[_Pending] = []
+            rows = await (await conn.execute(_SNAPSHOT_PENDING, (dir_id,))).fetchall()
+            for row in rows:
+                session, upto, version, turns, attempts, params, cwd, sent = row[:8]
+                host_root, cursor_uuid, cursor_seq, since, covered_at = row[8:]
+                bodies = await (
+                    await conn.execute(_SNAPSHOT_MESSAGES, (dir_id, session, upto))
+                ).fetchall()
+                pendings.append(
+                    _Pending(
+                        dir_id=dir_id,
+                        session=session,
+                        upto_seq=int(upto),
+                        version=int(version),
+                        turns=int(turns),
+                        attempts=int(attempts),
+                        params=params,
+                        cwd=cwd,
+                        last_request_at=sent,
+                        host_memory_root=host_root,
+                        cursor_uuid=cursor_uuid,
+                        cursor_seq=int(cursor_seq),
+                        turns_since_run=int(since),
+                        covered_at=covered_at,
+                        messages=tuple(decode_message(b[0]) for b in bodies),
+                    )
+                )
+        snapshot = await asyncio.to_thread(
+            write_checkout, root, dir_id, int(generation or 0), files
+        )
+        return snapshot, pendings, clock
+
+    async def _run_session(self, root: Path, pending: _Pending) -> SessionOutcome:
+        """One session's turns, by the extractor as one machine runs it."""
+        settings = self.settings
+        messages = pending.messages
+        start = _seq_after(messages, pending.cursor_uuid)
+        every = settings.config.turns_between_runs()
+        if pending.turns_since_run + pending.turns < every:
+            # The throttle is decided here, from the stash: the turns stay uncovered
+            # and count towards the next run.
+            return SessionOutcome(
+                session=pending.session,
+                outcome="throttled",
+                from_seq=start + 1,
+                to_seq=start,
+            )
+        if _host_wrote_memory(messages[start:], pending.host_memory_root, pending.cwd):
+            # The extractor tells this by the paths of its own memory directory, and the
+            # host's is elsewhere: checked here, by the host's path, with the same rule
+            # (the turn is covered, no run).
+            return SessionOutcome(
+                session=pending.session,
+                outcome="skipped",
+                from_seq=start + 1,
+                to_seq=len(messages),
+                covered_at=time.time(),
+            )
+        name = model_name(pending.params) if pending.params is not None else None
+        model = settings.models(name)
+        params = decode_params(pending.params, model) if pending.params is not None else None
+        collected = CollectingSink()
+        config = dataclasses.replace(settings.config, every_n_turns=1)
+        tagged = _tagged(settings.sink, dir_id=pending.dir_id, session=pending.session)
+        extractor = MemoryExtractor(root, model, config, sink=fan_out(collected, tagged))
+        extractor.restore(pending.cursor_uuid, covered_at=pending.covered_at)
+        extractor.on_turn_end(
+            TurnContext(
+                messages=messages,
+                params=params,
+                cwd=pending.cwd,
+                session_id=pending.session,
+                last_request_at=pending.last_request_at,
+            )
+        )
+        await extractor.drain(timeout=settings.run_timeout)
+        errors = [e for e in collected.events if e.name == "extract.error"]
+        if extractor.in_flight:
+            errors.append(collected.events[-1] if collected.events else _timeout_event())
+        end = _seq_after(messages, extractor.cursor)
+        skipped = any(e.name == "extract.skipped_direct_write" for e in collected.events)
+        if errors and end <= start:
+            reason = errors[0].fields.get("reason") or errors[0].fields.get("error_type")
+            return SessionOutcome(
+                session=pending.session,
+                outcome="failed",
+                from_seq=start + 1,
+                to_seq=start,
+                error=str(reason or "timed out"),
+            )
+        return SessionOutcome(
+            session=pending.session,
+            outcome="skipped" if skipped else "ran",
+            from_seq=start + 1,
+            to_seq=end,
+            covered_at=time.time(),
+        )
+
+    async def _commit(
+        self,
+        snapshot: Checkout,
+        root: Path,
+        pendings: Sequence[_Pending],
+        outcomes: Sequence[SessionOutcome],
+        started_at: Any,
+        job_id: int | None,
+    ) -> DirRun:
+        dir_id = snapshot.dir_id
+        files = await asyncio.to_thread(_changed_files, root, snapshot)
+        async with self._connection() as conn, conn.transaction():
+            fenced = await (
+                await conn.execute(
+                    "UPDATE memdir_dirs SET generation = generation + 1, updated_at = now() "
+                    "WHERE dir_id = %s AND generation = %s RETURNING generation",
+                    (dir_id, snapshot.generation),
+                )
+            ).fetchone()
+            if fenced is None:
+                # Someone committed since the checkout (this worker was presumed dead, or
+                # ran beside another): drop everything, the pending rows are untouched.
+                return DirRun(
+                    dir_id=dir_id,
+                    generation=snapshot.generation,
+                    committed=False,
+                    conflict=True,
+                    sessions=tuple(outcomes),
+                )
+            changed = await _write_files(conn, dir_id, files)
+            retry_attempt = 0
+            for pending, outcome in zip(pendings, outcomes, strict=True):
+                retry_attempt = max(
+                    retry_attempt,
+                    await self._commit_session(
+                        conn, dir_id, snapshot.generation, pending, outcome, started_at, job_id
+                    ),
+                )
+            await conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, dir_id))
+            if retry_attempt:
+                await self._defer_retry(conn, dir_id, retry_attempt)
+        return DirRun(
+            dir_id=dir_id,
+            generation=snapshot.generation,
+            committed=True,
+            sessions=tuple(outcomes),
+            files_changed=changed,
+        )
+
+    async def _commit_session(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        dir_id: str,
+        generation: int,
+        pending: _Pending,
+        outcome: SessionOutcome,
+        started_at: Any,
+        job_id: int | None,
+    ) -> int:
+        """Cursors, the run's audit row and the consumed pending row of one session;
+        returns the attempt number to retry it with (0: no retry)."""
+        keys = (dir_id, pending.session)
+        if outcome.outcome == "failed":
+            await conn.execute(
+                "UPDATE memdir_pending SET attempts = attempts + 1, last_error = %s "
+                "WHERE dir_id = %s AND session = %s",
+                (outcome.error, *keys),
+            )
+            return pending.attempts + 1
+        if outcome.outcome == "throttled":
+            await conn.execute(
+                "UPDATE memdir_sessions SET turns_since_run = turns_since_run + %s "
+                "WHERE dir_id = %s AND session = %s",
+                (pending.turns, *keys),
+            )
+        else:
+            cursor = pending.messages[outcome.to_seq - 1].uuid if outcome.to_seq else None
+            await conn.execute(
+                "UPDATE memdir_sessions SET cursor_uuid = %s, cursor_seq = %s, "
+                "turns_since_run = 0, covered_at = %s WHERE dir_id = %s AND session = %s",
+                (cursor, outcome.to_seq, outcome.covered_at, *keys),
+            )
+            if outcome.to_seq >= outcome.from_seq:
+                await conn.execute(
+                    "INSERT INTO memdir_runs (dir_id, session, generation, from_seq, to_seq, "
+                    "outcome, worker, job_id, started_at) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    (
+                        *keys,
+                        generation + 1,
+                        outcome.from_seq,
+                        outcome.to_seq,
+                        outcome.outcome,
+                        self.settings.name,
+                        job_id,
+                        started_at,
+                    ),
+                )
+        # Only the row this run read: a newer turn bumped the version and stays, with
+        # the turns it adds.
+        deleted = await conn.execute(
+            "DELETE FROM memdir_pending WHERE dir_id = %s AND session = %s AND version = %s",
+            (*keys, pending.version),
+        )
+        if deleted.rowcount == 0:
+            await conn.execute(
+                "UPDATE memdir_pending SET turns = GREATEST(turns - %s, 1), attempts = 0, "
+                "last_error = NULL WHERE dir_id = %s AND session = %s",
+                (pending.turns, *keys),
+            )
+        return 0
+
+    async def _defer_retry(
+        self, conn: psycopg.AsyncConnection[Any], dir_id: str, attempt: int
+    ) -> None:
+        """A new job for a failed session, later: procrastinate's own retry would run into
+        the queueing lock of the job a newer turn already queued (procrastinate#1446)."""
+        settings = self.settings
+        delay = min(
+            settings.backoff_base_seconds * 2 ** (attempt - 1), settings.backoff_max_seconds
+        )
+        deferrer = self.app.configure_task(
+            EXTRACT_TASK,
+            lock=dir_id,
+            queueing_lock=dir_id,
+            queue=settings.queue,
+            schedule_in={"milliseconds": int(delay * 1000)},
+            connection=conn,
+        )
+        try:
+            async with conn.transaction():
+                await deferrer.defer_async(dir_id=dir_id, attempt=attempt)
+        except AlreadyEnqueued:
+            pass  # a job already waits; it retries the session anyway
+        emit(
+            self.settings.sink,
+            "extract.retry_deferred",
+            dir_id=dir_id,
+            attempt=attempt,
+            delay_seconds=delay,
+        )
+
+
+def _changed_files(root: Path, snapshot: Checkout) -> list[tuple[str, bytes | None, float]]:
+    """What the run changed in the working copy: (path, content, mtime) per written
+    file, (path, None, 0) per removed one. Read off the loop, before the transaction."""
+    seen: set[str] = set()
+    out: list[tuple[str, bytes | None, float]] = []
+    for path, content, mtime in local_files_with_times(root):
+        seen.add(path)
+        if snapshot.files.get(path) != sha256(content):
+            out.append((path, content, mtime))
+    out.extend((path, None, 0.0) for path in sorted(snapshot.files.keys() - seen))
+    return out
+
+
+async def _write_files(
+    conn: psycopg.AsyncConnection[Any],
+    dir_id: str,
+    files: Sequence[tuple[str, bytes | None, float]],
+) -> int:
+    """Upsert the changed files and delete the removed ones; returns how many."""
+    for path, content, mtime in files:
+        if content is None:
+            await conn.execute(
+                "DELETE FROM memdir_files WHERE dir_id = %s AND path = %s", (dir_id, path)
+            )
+            continue
+        await conn.execute(
+            "INSERT INTO memdir_files (dir_id, path, content, sha256, mtime) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (dir_id, path) DO UPDATE SET "
+            "content = excluded.content, sha256 = excluded.sha256, mtime = excluded.mtime",
+            (dir_id, path, content, sha256(content), mtime),
+        )
+    return len(files)
+
+
+def _tagged(sink: Sink | None, **tags: str) -> Sink | None:
+    """``sink``, with the directory and session added to each event: a worker's events
+    come from many directories, the extractor's own know only their scratch folder."""
+    if sink is None:
+        return None
+    target = sink
+
+    def send(event: Event) -> None:
+        target(Event(name=event.name, fields={**event.fields, **tags}))
+
+    return send
+
+
+def _host_wrote_memory(messages: Sequence[Message], root: str | None, cwd: str | None) -> bool:
+    """Whether the host's own Write or Edit went into its memory directory at ``root``.
+
+    The paths are the host's, on another machine: compared as text (normalized, relative
+    ones taken against the host's ``cwd``), since nothing of them can be resolved here.
+    """
+    if not root:
+        return False
+    base = posixpath.normpath(root)
+    for message in messages:
+        if message.role != "assistant":
+            continue
+        for use in message.tool_uses:
+            path = use.input.get("file_path")
+            if use.name not in ("Write", "Edit") or not isinstance(path, str) or "\0" in path:
+                continue
+            full = posixpath.normpath(posixpath.join(cwd or "/", path))
+            if full.startswith(base.rstrip("/") + "/"):
+                return True
+    return False
+
+
+def _seq_after(messages: Sequence[Message], cursor: str | None) -> int:
+    """How many of ``messages`` the cursor covers (its index + 1; 0 when absent)."""
+    if cursor is None:
+        return 0
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].uuid == cursor:
+            return index + 1
+    return 0
+
+
+def _timeout_event() -> Event:
+    return Event(name="extract.error", fields={"reason": "the run did not finish in time"})
+
+
+async def sweep(
+    app: procrastinate.App,
+    dsn: str,
+    *,
+    queue: str = QUEUE_NAME,
+    stalled_after: float = 30.0,
+    sink: Sink | None = None,
+) -> tuple[int, int]:
+    """Heal what crashes leave behind; returns (jobs failed, directories re-deferred).
+
+    A job whose worker stopped heart-beating for ``stalled_after`` seconds is marked
+    **failed** (retrying it would collide with the queueing lock of the job waiting
+    behind it, procrastinate#1446); its pending rows were never consumed. Then every
+    directory with pending rows and no job waiting or running gets one. ``app`` must be
+    open.
+    """
+    failed = 0
+    for job in await app.job_manager.get_stalled_jobs(
+        queue=queue, task_name=EXTRACT_TASK, seconds_since_heartbeat=stalled_after
+    ):
+        await app.job_manager.finish_job(
+            job, status=procrastinate.jobs.Status.FAILED, delete_job=False
+        )
+        failed += 1
+        emit(sink, "queue.stalled_failed", job_id=job.id, dir_id=job.lock or "")
+    deferred = 0
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        rows = await (
+            await conn.execute(
+                "SELECT DISTINCT p.dir_id FROM memdir_pending p WHERE NOT EXISTS ("
+                " SELECT 1 FROM procrastinate_jobs j WHERE j.lock = p.dir_id"
+                " AND j.task_name = %s AND j.status IN ('todo', 'doing'))",
+                (EXTRACT_TASK,),
+            )
+        ).fetchall()
+        for (dir_id,) in rows:
+            deferrer = app.configure_task(
+                EXTRACT_TASK, lock=dir_id, queueing_lock=dir_id, queue=queue, connection=conn
+            )
+            try:
+                async with conn.transaction():
+                    await deferrer.defer_async(dir_id=dir_id)
+                deferred += 1
+                emit(sink, "queue.redeferred", dir_id=dir_id)
+            except AlreadyEnqueued:
+                pass
+    return failed, deferred

@@ -1,0 +1,235 @@
+"""Retries, telemetry, the host's request and the queue's status, through real jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+from typing import Any
+
+import psycopg
+
+from memdir.extract import ExtractConfig, TurnContext
+from memdir.fork import CacheSafeParams
+from memdir.messages import (
+    ImageBlock,
+    Message,
+    OtherBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from memdir.models import ModelRequest
+from memdir.queue import QueueExtractor, QueueWorker, WorkerSettings, queue_status, sweep
+from memdir.queue._codec import decode_message, decode_params, encode_message, encode_params
+from memdir.telemetry import CollectingSink
+from memdir.testing import FunctionModel
+from tests.queue._helpers import CONFIG, conversation, one, run_until_drained, saving_model
+
+
+def _failing_then_saving(failures: int) -> FunctionModel:
+    saver = saving_model()
+    left = [failures]
+
+    async def answer(request: ModelRequest) -> Any:
+        if left[0] > 0:
+            left[0] -= 1
+            raise RuntimeError("529 overloaded (injected)")
+        return await saver.function(request)  # type: ignore[misc]
+
+    return FunctionModel(answer, name="function:flaky")
+
+
+def test_a_failed_run_is_retried_by_a_new_job_with_backoff(pg_dsn):
+    host = QueueExtractor(pg_dsn, "dir-r")
+    host.on_turn_end(TurnContext(messages=conversation("s1", 1), session_id="s1"))
+    host.close()
+    model = _failing_then_saving(2)
+    sink = CollectingSink()
+    settings = WorkerSettings(
+        dsn=pg_dsn,
+        models=lambda _n: model,
+        config=CONFIG,
+        backoff_base_seconds=0.0,
+        sweep_cron=None,
+        poll_interval=0.2,
+        sink=sink,
+    )
+    asyncio.run(run_until_drained(QueueWorker(settings), pg_dsn))
+    names = [e.name for e in sink.events if e.name.startswith("extract.")]
+    assert names.count("extract.retry_deferred") == 2
+    assert names.count("extract.committed") == 3
+    attempts = [e.fields["attempt"] for e in sink.events if e.name == "extract.retry_deferred"]
+    assert attempts == [1, 2]
+    # The extractor's own events, tagged with where they come from.
+    errors = [e for e in sink.events if e.name == "extract.error"]
+    assert [(e.fields["dir_id"], e.fields["session"]) for e in errors] == [("dir-r", "s1")] * 2
+    with psycopg.connect(pg_dsn) as conn:
+        assert one(conn, "SELECT count(*) FROM memdir_pending") == (0,)
+        assert one(conn, "SELECT cursor_uuid FROM memdir_sessions") == ("s1-a1",)
+        # No job left running or stuck: the two failures were plain successful jobs.
+        assert one(conn, "SELECT count(*) FROM procrastinate_jobs") == (0,)
+
+
+def test_status_shows_what_is_queued_and_why_it_failed(pg_dsn):
+    host = QueueExtractor(pg_dsn, "dir-f")
+    host.on_turn_end(TurnContext(messages=conversation("s1", 1), session_id="s1"))
+    host.close()
+    model = _failing_then_saving(1)
+    worker = QueueWorker(
+        WorkerSettings(dsn=pg_dsn, models=lambda _n: model, config=CONFIG, sweep_cron=None)
+    )
+    run = asyncio.run(worker.extract("dir-f"))
+    assert [o.outcome for o in run.sessions] == ["failed"]
+    status = queue_status(pg_dsn)
+    assert status.jobs == {"todo": 1}
+    assert status.pending_sessions == 1
+    assert status.pending_dirs == 1
+    [failing] = status.failing
+    assert failing["dir_id"] == "dir-f"
+    assert failing["attempts"] == 1
+    assert "overloaded" in failing["error"]
+    json.dumps(status.as_dict())
+
+
+def test_the_hosts_request_reaches_the_worker_and_the_fork_uses_it(pg_dsn):
+    host_model = FunctionModel(lambda _r: "unused", name="anthropic:claude-test")
+    tools = [{"name": "Write", "description": "write", "input_schema": {"type": "object"}}]
+    params = CacheSafeParams(
+        model=host_model, system="You are the host.", tools=tools, params={"temperature": 0}
+    )
+    host = QueueExtractor(pg_dsn, "dir-p")
+    host.on_turn_end(
+        TurnContext(messages=conversation("s1", 1), session_id="s1", params=params, cwd="/")
+    )
+    host.close()
+    asked: list[str | None] = []
+    model = saving_model()
+
+    def models(name: str | None) -> FunctionModel:
+        asked.append(name)
+        return model
+
+    config = ExtractConfig(skip_index=True, mode="fork")
+    worker = QueueWorker(WorkerSettings(dsn=pg_dsn, models=models, config=config))
+    run = asyncio.run(worker.extract("dir-p"))
+    assert [o.outcome for o in run.sessions] == ["ran"]
+    assert asked == ["anthropic:claude-test"]
+    first = model.requests[0]
+    assert first.system == "You are the host."
+    assert [t["name"] for t in first.tools] == ["Write"]
+
+
+def test_messages_and_params_survive_the_trip_as_json():
+    at = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
+    message = Message(
+        role="assistant",
+        uuid="m1",
+        timestamp=at,
+        is_meta=True,
+        extra={"name": "x"},
+        content=(
+            TextBlock(text="hi", extra={"cache_control": {"type": "ephemeral"}}),
+            ThinkingBlock(thinking="hmm", signature="sig"),
+            ImageBlock(media_type="image/png", data="AAAA"),
+            ToolUseBlock(id="t1", name="Read", input={"file_path": "/x"}, raw_input='{"a":1}'),
+            ToolResultBlock(
+                tool_use_id="t1", content=(TextBlock(text="ok"), ImageBlock(url="u")), is_error=True
+            ),
+            OtherBlock(type="document", data={"type": "document", "x": 1}),
+        ),
+    )
+    back = decode_message(json.loads(json.dumps(encode_message(message))))
+    assert back == message
+    assert back.extra == message.extra
+    assert back.content[0].extra == message.content[0].extra  # type: ignore[union-attr]
+    model = FunctionModel(lambda _r: "", name="openai:gpt-x")
+    params = CacheSafeParams(model=model, system=[{"type": "text", "text": "s"}], wire_replaces=2)
+    again = decode_params(json.loads(json.dumps(encode_params(params))), model)
+    assert (again.model, again.system, again.params) == (model, params.system, {})
+    assert (list(again.tools), again.wire_replaces) == ([], 2)
+
+
+def test_a_host_saving_memory_itself_is_not_run_again(pg_dsn):
+    root = "/home/ana/.claude/projects/-work/memory"
+    host = QueueExtractor(pg_dsn, "dir-d", memory_root=root)
+    conv = conversation("s1", 1)
+    conv += [
+        Message.user("turn s1 2", uuid="s1-u2"),
+        Message(
+            role="assistant",
+            uuid="s1-a2",
+            content=(
+                ToolUseBlock(
+                    id="w", name="Write", input={"file_path": "memory/x.md", "content": "x"}
+                ),
+            ),
+        ),
+        Message.assistant("Saved it myself.", uuid="s1-a3"),
+    ]
+    model = saving_model()
+    worker = QueueWorker(WorkerSettings(dsn=pg_dsn, models=lambda _n: model, config=CONFIG))
+    host.on_turn_end(TurnContext(messages=conv[:2], session_id="s1"))
+    first = asyncio.run(worker.extract("dir-d"))
+    # Relative to the host's cwd, as the host's tool would take it.
+    host.on_turn_end(
+        TurnContext(messages=conv, session_id="s1", cwd="/home/ana/.claude/projects/-work")
+    )
+    host.close()
+    calls = len(model.requests)
+    second = asyncio.run(worker.extract("dir-d"))
+    assert [o.outcome for o in first.sessions] == ["ran"]
+    assert [(o.outcome, o.from_seq, o.to_seq) for o in second.sessions] == [("skipped", 3, 5)]
+    assert len(model.requests) == calls
+    with psycopg.connect(pg_dsn) as conn:
+        assert one(conn, "SELECT cursor_uuid FROM memdir_sessions") == ("s1-a3",)
+
+
+def test_the_throttle_counts_turns_across_runs(pg_dsn):
+    host = QueueExtractor(pg_dsn, "dir-n")
+    conv = conversation("s1", 3)
+    model = saving_model()
+    config = ExtractConfig(skip_index=True, mode="standalone", every_n_turns=3)
+    worker = QueueWorker(WorkerSettings(dsn=pg_dsn, models=lambda _n: model, config=config))
+    host.on_turn_end(TurnContext(messages=conv[:2], session_id="s1"))
+    first = asyncio.run(worker.extract("dir-n"))
+    # Two more turns coalesce into one pending row: 1 + 2 reaches the throttle's 3.
+    for k in (2, 3):
+        host.on_turn_end(TurnContext(messages=conv[: 2 * k], session_id="s1"))
+    host.close()
+    second = asyncio.run(worker.extract("dir-n"))
+    assert [o.outcome for o in first.sessions] == ["throttled"]
+    assert [(o.outcome, o.from_seq, o.to_seq) for o in second.sessions] == [("ran", 1, 6)]
+    with psycopg.connect(pg_dsn) as conn:
+        assert one(conn, "SELECT cursor_uuid, turns_since_run FROM memdir_sessions") == (
+            "s1-a3",
+            0,
+        )
+
+
+def test_the_sweeper_defers_a_job_for_pending_turns_that_have_none(pg_dsn):
+    host = QueueExtractor(pg_dsn, "dir-s")
+    host.on_turn_end(TurnContext(messages=conversation("s1", 1), session_id="s1"))
+    host.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM procrastinate_jobs")  # a wake-up lost, the turn kept
+    model = saving_model()
+    sink = CollectingSink()
+    worker = QueueWorker(
+        WorkerSettings(dsn=pg_dsn, models=lambda _n: model, config=CONFIG, sink=sink)
+    )
+    assert ("memdir.sweep", "memdir") in worker.app.periodic_registry.periodic_tasks
+
+    async def heal() -> tuple[int, int]:
+        async with worker.app.open_async():
+            healed = await sweep(worker.app, pg_dsn, sink=sink)
+            again = await sweep(worker.app, pg_dsn, sink=sink)
+        assert again == (0, 0)  # the job it deferred waits: nothing more to do
+        await run_until_drained(worker, pg_dsn)
+        return healed
+
+    assert asyncio.run(heal()) == (0, 1)
+    assert [e.fields["dir_id"] for e in sink.events if e.name == "queue.redeferred"] == ["dir-s"]
+    with psycopg.connect(pg_dsn) as conn:
+        assert one(conn, "SELECT cursor_uuid FROM memdir_sessions") == ("s1-a1",)
