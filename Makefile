@@ -24,13 +24,14 @@ test:
 	$(PY) -m pytest -q
 
 # Figures, not pass/fail: each script prints one JSON object with both sides measured in one run.
-# All of them take about eight minutes on 2 cores; docs/BENCHMARKS.md holds the latest figures.
+# All of them take about ten minutes on 2 cores; docs/BENCHMARKS.md holds the latest figures.
 bench:
 	$(PY) bench/hook_overhead.py
 	$(PY) bench/hook_exit.py
 	$(PY) bench/claude_code_fork.py
 	$(PY) bench/scan_scaling.py
 	$(PY) bench/secret_guard.py
+	$(PY) bench/scale_out.py
 	$(PY) bench/cache_share.py
 	$(PY) bench/cost_vs_mem0.py
 	$(PY) bench/burst.py
