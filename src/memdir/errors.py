@@ -20,6 +20,7 @@ __all__ = [
     "StoreError",
     "TranscriptError",
     "UsageError",
+    "error_fields",
     "error_info",
     "one_line",
 ]
@@ -91,3 +92,10 @@ def error_info(exc: BaseException) -> dict[str, object]:
         "status": status if isinstance(status, int) else None,
         "message": one_line(exc),
     }
+
+
+def error_fields(exc: BaseException) -> dict[str, object]:
+    """:func:`error_info` as a failure event's fields: ``reason``, ``error_kind``,
+    ``status``."""
+    info = error_info(exc)
+    return {"reason": info["message"], "error_kind": info["kind"], "status": info["status"]}

@@ -86,13 +86,7 @@ def model_spec(option: str | None, env: Mapping[str, str] | None = None) -> tupl
 def choose_model(option: str | None, base_url: str | None, *, quiet: bool = False) -> Model:
     """The model for a command, announcing the offline fallback on stderr."""
     spec, fell_back = model_spec(option)
-    missing = missing_credentials(spec, base_url)
-    if missing is not None:
-        fail(missing, kind="credentials")
-    try:
-        model = resolve_model(spec, base_url=base_url)
-    except MemdirError as exc:
-        fail(str(exc), kind="model_spec")
+    model = model_for(spec, base_url)
     if fell_back and not quiet:
         click.echo(
             "memdir: no model provider configured (set ANTHROPIC_API_KEY or OPENAI_API_KEY, "
@@ -100,6 +94,18 @@ def choose_model(option: str | None, base_url: str | None, *, quiet: bool = Fals
             err=True,
         )
     return model
+
+
+def model_for(spec: str, base_url: str | None) -> Model:
+    """The model ``spec`` names, or stop: missing credentials first (before the SDK's own
+    complaint), then a spec no provider knows."""
+    missing = missing_credentials(spec, base_url)
+    if missing is not None:
+        fail(missing, kind="credentials")
+    try:
+        return resolve_model(spec, base_url=base_url)
+    except MemdirError as exc:
+        fail(str(exc), kind="model_spec")
 
 
 def missing_credentials(

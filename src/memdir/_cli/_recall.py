@@ -11,15 +11,14 @@ from memdir._cli._common import (
     base_url_option,
     choose_memory_dir,
     close_model,
-    fail,
     fail_with,
     json_option,
     memory_dir_option,
-    missing_credentials,
+    model_for,
     print_json,
 )
-from memdir.errors import MemdirError, ModelError
-from memdir.models import Model, resolve_model
+from memdir.errors import ModelError
+from memdir.models import Model
 from memdir.recall import (
     MAX_SURFACED,
     SESSION_SURFACE_BUDGET,
@@ -86,13 +85,7 @@ def recall_command(
     model: Model | None = None
     # The offline model cannot choose memories: "offline" is the lexical ranking.
     if model_option and model_option != "offline":
-        missing = missing_credentials(model_option, base_url)
-        if missing is not None:
-            fail(missing, kind="credentials")
-        try:
-            model = resolve_model(model_option, base_url=base_url)
-        except MemdirError as exc:
-            fail(str(exc), kind="model_spec")
+        model = model_for(model_option, base_url)
 
     async def go() -> list[SurfacedMemory]:
         try:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from memdir.dream._lock import last_consolidated_at, release_failed, try_acquire
 from memdir.dream._prompt import build_consolidation_prompt
-from memdir.errors import StoreError, error_info, one_line
+from memdir.errors import StoreError, error_fields
 from memdir.extract import STANDALONE_SYSTEM_PROMPT, MemorySaved, Notify, TurnContext
 from memdir.fork import CacheSafeParams, run_forked_agent
 from memdir.messages import Message, messages_from_native
@@ -187,9 +187,7 @@ class AutoDream:
                 "dream.failed",
                 duration_ms=0,
                 error_type=type(exc).__name__,
-                reason=one_line(exc),
-                error_kind="store",
-                status=None,
+                **error_fields(exc),
             )
             return False
         if prior is None:
@@ -241,9 +239,7 @@ class AutoDream:
                 "dream.failed",
                 duration_ms=int((time.monotonic() - started) * 1000),
                 error_type=type(exc).__name__,
-                reason=one_line(exc),
-                error_kind=error_info(exc)["kind"],
-                status=error_info(exc)["status"],
+                **error_fields(exc),
             )
             return False
         retired = _remove_empty_memories(md)

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from memdir.cost import provider_of
-from memdir.errors import error_info, one_line
+from memdir.errors import error_fields
 from memdir.extract._run import Runner, RunOutcome
 from memdir.extract._types import ExtractConfig, MemorySaved, Notify, PendingTurn, TurnContext
 from memdir.messages import Message, model_visible
@@ -407,9 +407,7 @@ class MemoryExtractor:
                     "extract.error",
                     duration_ms=_ms(started),
                     error_type=type(exc).__name__,
-                    reason=one_line(exc),
-                    error_kind=error_info(exc)["kind"],
-                    status=error_info(exc)["status"],
+                    **error_fields(exc),
                 )
                 return
             if outcome.end > 0:

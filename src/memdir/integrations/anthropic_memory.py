@@ -100,7 +100,36 @@ def _wire(command: BaseModel) -> dict[str, object]:
     return command.model_dump(by_alias=True, exclude_unset=True)
 
 
-class MemdirMemoryTool(BetaAbstractMemoryTool):
+class _Wrapper:
+    """What both tools keep: memdir's tool and the context each call gets. First among
+    the bases, so that its ``__init__`` hands ``cache_control`` on to the SDK's."""
+
+    def __init__(
+        self,
+        memory_dir: MemoryTool | MemoryDir | str | os.PathLike[str],
+        *,
+        allow_private_secrets: bool = False,
+        format: MemoryFormat | None = None,
+        session_id: str | None = None,
+        clock: Callable[[], datetime.datetime] | None = None,
+        context: ToolContext | None = None,
+        cache_control: BetaCacheControlEphemeralParam | None = None,
+    ) -> None:
+        # The next class in the MRO is the SDK's memory tool, which takes cache_control.
+        super().__init__(cache_control=cache_control)  # type: ignore[call-arg]
+        self.memory_tool = _memory_tool(
+            memory_dir,
+            allow_private_secrets=allow_private_secrets,
+            format=format,
+            session_id=session_id,
+            clock=clock,
+        )
+        """memdir's tool, which carries out every command."""
+        self.context = context if context is not None else ToolContext()
+        """Given to every call (write guard, how memory files are stored)."""
+
+
+class MemdirMemoryTool(_Wrapper, BetaAbstractMemoryTool):
     """The SDK's memory tool over a memdir memory directory, for ``Anthropic`` clients.
 
     ``memory_dir`` is the directory ``/memories`` stands for, or a ready
@@ -118,29 +147,6 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
     on purpose: the directory is shared with Claude Code, and emptying it is not the
     model's call.
     """
-
-    def __init__(
-        self,
-        memory_dir: MemoryTool | MemoryDir | str | os.PathLike[str],
-        *,
-        allow_private_secrets: bool = False,
-        format: MemoryFormat | None = None,
-        session_id: str | None = None,
-        clock: Callable[[], datetime.datetime] | None = None,
-        context: ToolContext | None = None,
-        cache_control: BetaCacheControlEphemeralParam | None = None,
-    ) -> None:
-        super().__init__(cache_control=cache_control)
-        self.memory_tool = _memory_tool(
-            memory_dir,
-            allow_private_secrets=allow_private_secrets,
-            format=format,
-            session_id=session_id,
-            clock=clock,
-        )
-        """memdir's tool, which carries out every command."""
-        self.context = context if context is not None else ToolContext()
-        """Given to every call (write guard, how memory files are stored)."""
 
     def call(self, input: object) -> str:
         """What the tool runner calls with the model's input: run it in memdir."""
@@ -171,36 +177,13 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         return _run(self.memory_tool, _wire(command), self.context)
 
 
-class AsyncMemdirMemoryTool(BetaAsyncAbstractMemoryTool):
+class AsyncMemdirMemoryTool(_Wrapper, BetaAsyncAbstractMemoryTool):
     """:class:`MemdirMemoryTool` for ``AsyncAnthropic`` clients; the same arguments.
 
     Each command runs in a worker thread (the filesystem calls block) through ``anyio``,
     so it works under any loop the SDK does. A cancelled call waits for its command to
     finish rather than abandon a write half way; the command is short.
     """
-
-    def __init__(
-        self,
-        memory_dir: MemoryTool | MemoryDir | str | os.PathLike[str],
-        *,
-        allow_private_secrets: bool = False,
-        format: MemoryFormat | None = None,
-        session_id: str | None = None,
-        clock: Callable[[], datetime.datetime] | None = None,
-        context: ToolContext | None = None,
-        cache_control: BetaCacheControlEphemeralParam | None = None,
-    ) -> None:
-        super().__init__(cache_control=cache_control)
-        self.memory_tool = _memory_tool(
-            memory_dir,
-            allow_private_secrets=allow_private_secrets,
-            format=format,
-            session_id=session_id,
-            clock=clock,
-        )
-        """memdir's tool, which carries out every command."""
-        self.context = context if context is not None else ToolContext()
-        """Given to every call (write guard, how memory files are stored)."""
 
     async def _run(self, tool_input: object) -> str:
         return await anyio.to_thread.run_sync(_run, self.memory_tool, tool_input, self.context)
