@@ -38,11 +38,12 @@ class CacheSafeParams:
     params: Mapping[str, Any] = field(default_factory=dict)
     """The parent's other request parameters (``max_tokens``, ``thinking``, …)."""
     wire_messages: Sequence[Mapping[str, Any]] = ()
-    """The parent's request messages exactly as sent (Anthropic's wire shape), for a parent
-    whose request was recorded rather than built by memdir (Claude Code records its own):
-    they hold what the conversation's messages do not, such as reminders and
-    ``role: "system"`` messages. A fork sends them in place of the first
-    ``wire_replaces`` messages it is given."""
+    """The parent's request messages exactly as sent (in its model's wire shape), for a
+    parent whose request was recorded rather than built by memdir (Claude Code records its
+    own; the framework integrations record theirs on the client): they hold what the
+    conversation's messages do not, such as reminders, ``role: "system"`` messages and a
+    framework's own key order. A fork sends them in place of the first ``wire_replaces``
+    messages it is given."""
     wire_replaces: int = 0
     """How many of the conversation's first messages ``wire_messages`` stand for."""
 

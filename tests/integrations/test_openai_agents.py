@@ -20,7 +20,6 @@ import agents
 import pytest
 from agents import (
     Agent,
-    AgentHookContext,
     FunctionTool,
     ModelSettings,
     OpenAIChatCompletionsModel,
@@ -216,7 +215,6 @@ def test_forks_read_the_hosts_cache_and_cover_every_message(tmp_path: Path) -> N
         config=ExtractConfig(mode="fork"),
         sink=sink,
         notify=notices.append,
-        prompt_cache_key="acme-ana",
     )
     with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
 
@@ -262,7 +260,6 @@ def test_forks_read_the_hosts_cache_and_cover_every_message(tmp_path: Path) -> N
         assert same_bytes(host.body["messages"], fork.body["messages"][:n])
         assert same_bytes(host.body["tools"], fork.body["tools"])
         assert params_of(fork.body) == params_of(host.body)
-        assert fork.body["prompt_cache_key"] == "acme-ana"
         assert fork.body["temperature"] == 0.3
         assert host.usage is not None
         assert fork.usage is not None
@@ -275,8 +272,8 @@ def test_forks_read_the_hosts_cache_and_cover_every_message(tmp_path: Path) -> N
         )
         assert cached > 0
         assert host_prompt - 128 < cached <= host_prompt  # all of it, in 128-token steps
-    # The host's own requests carry the pinned key too, so its turns share one cache.
-    assert all(r.body.get("prompt_cache_key") == "acme-ana" for r in requests)
+    # The agent is left as it was: memdir watches its requests, it does not change them.
+    assert all("prompt_cache_key" not in r.body for r in requests)  # a local server: none
 
 
 def test_without_the_hooks_nothing_is_remembered(tmp_path: Path) -> None:
@@ -353,40 +350,6 @@ def test_a_model_that_is_not_chat_completions_goes_standalone(tmp_path: Path) ->
     assert "Nice to meet you, Ana." in rendered
 
 
-def test_the_key_is_pinned_where_the_runner_would_pick_one_unseen(tmp_path: Path) -> None:
-    """On OpenAI's endpoint the runner sends a new random prompt_cache_key per run; the hooks
-    pin a stable one first (and leave a key the agent has, and a local server, alone)."""
-    memory = tmp_path / "memory"
-    context = AgentHookContext(context=None)
-
-    def agent(client: AsyncOpenAI, **settings: Any) -> Agent[Any]:
-        model = OpenAIChatCompletionsModel(MODEL, client)
-        return Agent(name="support", model=model, model_settings=ModelSettings(**settings))
-
-    async def main() -> None:
-        official = AsyncOpenAI(api_key="test")  # api.openai.com, never reached here
-        local = AsyncOpenAI(api_key="test", base_url="http://127.0.0.1:9/v1")
-        pinned, again, own, elsewhere = (
-            agent(official),
-            agent(official),
-            agent(official, extra_args={"prompt_cache_key": "mine"}),
-            agent(local),
-        )
-        await MemdirRunHooks(memory).on_agent_start(context, pinned)
-        await MemdirRunHooks(memory).on_agent_start(context, again)
-        for other in (own, elsewhere):
-            await MemdirRunHooks(memory).on_agent_start(context, other)
-        key = (pinned.model_settings.extra_args or {})["prompt_cache_key"]
-        assert key.startswith("memdir-")
-        assert (again.model_settings.extra_args or {})["prompt_cache_key"] == key
-        assert own.model_settings.extra_args == {"prompt_cache_key": "mine"}
-        assert elsewhere.model_settings.extra_args is None
-        await MemdirRunHooks(memory, prompt_cache_key="chosen").on_agent_start(context, elsewhere)
-        assert elsewhere.model_settings.extra_args == {"prompt_cache_key": "chosen"}
-
-    asyncio.run(main())
-
-
 def test_a_streamed_run_is_remembered_inside_the_cache_too(tmp_path: Path) -> None:
     memory = tmp_path / "memory"
     sink = CollectingSink()
@@ -413,10 +376,10 @@ def test_a_streamed_run_is_remembered_inside_the_cache_too(tmp_path: Path) -> No
     assert_memories(memory, [ANA])
 
 
-def test_chat_messages_memdir_cannot_write_back_go_standalone(tmp_path: Path) -> None:
+def test_chat_messages_memdir_would_write_otherwise_are_forked_as_sent(tmp_path: Path) -> None:
     """An assistant message with text and a refusal: the SDK writes ``refusal`` before
-    ``content``, memdir after it. Forking would start a new cache, so the run is memdir's
-    own request, and still covers the turn."""
+    ``content``, memdir's adapter after it. The fork sends the recorded bytes, so it
+    still reads the host's cache, and covers the turn."""
     memory = tmp_path / "memory"
     sink = CollectingSink()
     hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="fork"), sink=sink)
@@ -444,10 +407,16 @@ def test_chat_messages_memdir_cannot_write_back_go_standalone(tmp_path: Path) ->
         asyncio.run(main())
         server.assert_no_errors()
 
-    assert hooks.fallback_reason == "memdir would not write these chat messages byte for byte"
+    host, fork = server.requests[:2]
+    assert hooks.fallback_reason is None
     (run,) = sink.named("extract.run")
-    assert run.fields["mode"] == "standalone"
+    assert run.fields["mode"] == "fork"
     assert run.fields["message_count"] == 4
+    refused = host.body["messages"][2]
+    assert list(refused)[:2] == ["role", "refusal"]  # the SDK's order, not memdir's
+    assert same_bytes(host.body["messages"], fork.body["messages"][: len(host.body["messages"])])
+    assert fork.usage is not None
+    assert fork.usage["prompt_tokens_details"]["cached_tokens"] > 0
     assert_memories(memory, [ANA])
 
 
@@ -696,3 +665,239 @@ def test_the_memory_tools_do_not_read_memdirs_own_files(tmp_path: Path) -> None:
     refused = asyncio.run(call(memory / ".memdir" / "state.json"))
     assert "sessions" not in refused
     assert "hidden names are not memories" in refused
+
+
+class OfficialEndpointModel(OpenAIChatCompletionsModel):
+    """The model as on api.openai.com, where the runner sends a ``prompt_cache_key`` of
+    its own choosing (a new one per run) that no hook is shown."""
+
+    def _supports_default_prompt_cache_key(self) -> bool:
+        return True
+
+
+def test_the_fork_sends_the_key_the_runner_chose_and_the_agent_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="fork"), sink=sink)
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> Agent[Any]:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                agent = host_agent(client, hooks).clone(model=OfficialEndpointModel(MODEL, client))
+                await chat(agent, hooks, drain=hooks)
+                return agent
+
+        agent = asyncio.run(main())
+        requests = server.requests
+        server.assert_no_errors()
+
+    assert agent.model_settings == ModelSettings(temperature=0.3, parallel_tool_calls=True)
+    assert hooks.fallback_reason is None
+    assert [r.fields["mode"] for r in sink.named("extract.run")] == ["fork"] * 3
+    keys = []
+    for i, request in enumerate(requests):
+        if is_memory_run(request.body) and not is_memory_run(requests[i - 1].body):
+            host = requests[i - 1].body
+            assert request.body["prompt_cache_key"] == host["prompt_cache_key"]
+            assert request.usage is not None
+            assert request.usage["prompt_tokens_details"]["cached_tokens"] > 0
+            keys.append(host["prompt_cache_key"])
+    assert len(set(keys)) == 3  # one per run, as the runner picks them, each followed
+
+
+class FakeServerWithoutRequestIds(FakeOpenAIServer):
+    """An OpenAI-compatible server that names no ``x-request-id`` (as some local ones)."""
+
+    _request_id_header = "x-served-by"
+
+
+def test_a_server_without_request_ids_still_forks_one_request_at_a_time(
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="fork"), sink=sink)
+    with FakeServerWithoutRequestIds(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> None:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                await chat(host_agent(client, hooks), hooks, drain=hooks)
+
+        asyncio.run(main())
+        server.assert_no_errors()
+
+    assert hooks.fallback_reason is None
+    runs = sink.named("extract.run")
+    assert [r.fields["mode"] for r in runs] == ["fork"] * 3
+    assert [r.fields["message_count"] for r in runs] == [2, 4, 2]
+    assert_memories(memory, [ANA, DEPLOYS])
+
+
+# run_sync shuts its loop's async generators down after each run, and keeps the loop:
+# httpx's, started in a later run, then warn (the SDK's doing, with or without memdir).
+@pytest.mark.filterwarnings("ignore:asynchronous generator:ResourceWarning")
+def test_run_sync_hosts_drain_with_drain_sync(tmp_path: Path) -> None:
+    """``Runner.run_sync`` leaves each turn's memory run on its loop; ``drain_sync`` runs
+    that loop until they end."""
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="fork"), sink=sink)
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="test")
+        agent = host_agent(client, hooks)
+        conversation: list[TResponseInputItem] = []
+        for text in (TURNS[0], TURNS[2]):
+            user: TResponseInputItem = {"role": "user", "content": text}
+            result = Runner.run_sync(agent, [*conversation, user], hooks=hooks)
+            conversation = result.to_input_list()
+        hooks.drain_sync()
+        loop = asyncio.get_event_loop_policy().get_event_loop()  # the one run_sync used
+        loop.run_until_complete(client.close())
+        loop.close()
+        asyncio.set_event_loop(None)
+        server.assert_no_errors()
+
+    assert_memories(memory, [ANA, DEPLOYS])
+    assert sum(r.fields["message_count"] for r in sink.named("extract.run")) == 4
+
+
+def test_a_turn_costs_the_host_what_it_added(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last request is read as sent, not rebuilt: at each turn's end memdir converts
+    only the final answer's items, and reads each chat message once over the whole
+    conversation, however long it grows."""
+    from memdir.messages import _native
+
+    converted: list[tuple[str, int]] = []  # (the calling module, items converted)
+    real_convert = Converter.items_to_messages.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[Converter], items: Any, *args: Any, **kwargs: Any) -> Any:
+        items = list(items) if not isinstance(items, str) else items
+        converted.append((sys._getframe(1).f_globals["__name__"], len(items)))
+        return real_convert(cls, items, *args, **kwargs)
+
+    read: list[str] = []
+    real_read = _native.read_message
+
+    def reading(item: object, where: str, *args: Any) -> Message:
+        read.append(where)
+        return real_read(item, where, *args)
+
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="fork"), sink=sink)
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> list[TResponseInputItem]:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                agent = host_agent(client, hooks)
+                conversation: list[TResponseInputItem] = []
+                for text in TURNS:
+                    user: TResponseInputItem = {"role": "user", "content": text}
+                    result = await Runner.run(agent, [*conversation, user], hooks=hooks)
+                    conversation = result.to_input_list()
+                    await hooks.drain()
+                return conversation
+
+        monkeypatch.setattr(Converter, "items_to_messages", classmethod(counting))
+        monkeypatch.setattr(_native, "read_message", reading)
+        conversation = asyncio.run(main())
+        server.assert_no_errors()
+
+    assert [r.fields["mode"] for r in sink.named("extract.run")] == ["fork"] * 3
+    # Each chat message of the conversation (the system message aside) read once.
+    chat_messages = len(Converter.items_to_messages(conversation))
+    assert len(read) == chat_messages
+    # memdir's conversions: at each turn's end the final answer's one item, never more.
+    ours = [n for module, n in converted if module.startswith("memdir.")]
+    assert ours == [1, 1, 1]
+    assert any(n > 1 for module, n in converted if module.startswith("agents."))
+
+
+def test_the_memory_agents_own_requests_are_never_taken_for_the_hosts(tmp_path: Path) -> None:
+    """Without request ids the hooks take the one request sent during the model call; the
+    memory agent sends through the host's client too, at the same time. Here the first
+    turn's memory agent is answered once the last call of the second turn is sent, and
+    that call once the memory run has saved: inside the host's call."""
+    import threading
+
+    memory = tmp_path / "memory"
+    script = Script(memory)
+    last_call_sent = threading.Event()
+    first_run_saved = threading.Event()
+
+    def handler(body: dict[str, Any]) -> Message | str:
+        if is_memory_run(body):
+            assert last_call_sent.wait(timeout=60)
+        elif body["messages"][-1]["role"] == "tool":  # the second turn's last call
+            last_call_sent.set()
+            assert first_run_saved.wait(timeout=60)
+        return script(body)
+
+    sink = CollectingSink()
+    hooks = MemdirRunHooks(
+        memory,
+        config=ExtractConfig(mode="fork"),
+        sink=sink,
+        notify=lambda saved: first_run_saved.set(),
+    )
+    reasons: list[str | None] = []
+    with FakeServerWithoutRequestIds(handler=handler, model=MODEL) as server:
+
+        async def main() -> None:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                agent = host_agent(client, hooks)
+                conversation: list[TResponseInputItem] = []
+                for text in TURNS[:2]:
+                    user: TResponseInputItem = {"role": "user", "content": text}
+                    result = await Runner.run(agent, [*conversation, user], hooks=hooks)
+                    reasons.append(hooks.fallback_reason)
+                    conversation = result.to_input_list()
+                await hooks.drain()
+
+        asyncio.run(main())
+        server.assert_no_errors()
+
+    assert first_run_saved.is_set()
+    assert reasons == [None, None]
+    runs = sink.named("extract.run")
+    assert [r.fields["mode"] for r in runs] == ["fork", "fork"]
+    assert sum(r.fields["message_count"] for r in runs) == 6
+
+
+def test_items_are_read_once_as_the_conversation_grows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A standalone host (the Responses API) hands over its items each turn: the reader
+    gives what reading them all would, at every length — a turn may end inside the
+    model's side, which the next items continue — reading each item about once."""
+    from memdir.integrations import openai_agents
+
+    reader = openai_agents._ItemsReader()
+    for length in range(1, len(ITEMS) + 1):
+        grown = [dict(item) for item in ITEMS[:length]]  # equal items, not the same objects
+        assert reader.read(grown) == messages_from_items(ITEMS[:length]), length
+    # A history trimmed at its front is read again from where it changed.
+    assert reader.read(ITEMS[3:]) == messages_from_items(ITEMS[3:])
+
+    reads = 0
+    plain = openai_agents._plain
+
+    def counting(item: object, where: str) -> dict[str, Any]:
+        nonlocal reads
+        reads += 1
+        return plain(item, where)
+
+    monkeypatch.setattr(openai_agents, "_plain", counting)
+    long_reader = openai_agents._ItemsReader()
+    conversation: list[dict[str, Any]] = []
+    for turn in range(500):
+        conversation += [
+            {"role": "user", "content": f"question {turn}"},
+            {"role": "assistant", "content": f"answer {turn}"},
+        ]
+        long_reader.read(list(conversation))
+    assert len(conversation) == 1_000
+    assert reads <= 2 * len(conversation)  # each item, and the last message again
+    assert long_reader.read(conversation) == messages_from_items(conversation)

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
-import pytest
-
-from memdir.errors import UsageError
 from memdir.fork import CacheSafeParams, run_forked_agent
 from memdir.messages import Message
 from memdir.models import AnthropicModel, ModelRequest, OpenAIModel
@@ -46,11 +44,22 @@ def test_the_prefix_goes_first_as_recorded_without_its_markers() -> None:
     assert "cache_control" in RECORDED[0]["content"][1]  # the record itself is untouched
 
 
-def test_openai_refuses_a_prefix_it_cannot_send() -> None:
+def test_openai_sends_a_recorded_chat_prefix_as_it_was() -> None:
+    """A Chat Completions record (a framework's key order, its system message inside)
+    goes out first and unchanged; memdir's own messages follow it."""
+    recorded = (
+        {"content": "You are terse.", "role": "system"},
+        {"content": "I'm Ana.", "role": "user"},
+        {"role": "assistant", "refusal": None, "content": "Hi Ana."},
+    )
     model = OpenAIModel("gpt-4o", api_key="k", base_url="http://127.0.0.1:9")
-    request = ModelRequest(messages=(Message.user("hi"),), wire_prefix=RECORDED)
-    with pytest.raises(UsageError, match="Anthropic"):
-        asyncio.run(model.request(request))
+    request = ModelRequest(messages=(Message.user("What is worth keeping?"),), wire_prefix=recorded)
+    kwargs = model.wire_request(request)
+    messages = kwargs["messages"]
+    assert [list(m) for m in messages[:3]] == [list(m) for m in recorded]  # the key order too
+    assert messages[:3] == list(recorded)
+    assert messages[3]["role"] == "user"
+    assert "What is worth keeping?" in json.dumps(messages[3])
 
 
 def test_a_fork_sends_the_record_in_place_of_the_messages_it_stands_for() -> None:

@@ -20,38 +20,24 @@ and the memory agent, which is shown the host's tools and no others, can save to
 
 **Sharing the host's prompt cache.** With a Chat Completions model
 (``OpenAIChatCompletionsModel``, or a model name with ``set_default_openai_api(
-"chat_completions")``) the memory agent can be a fork of the last request. The hooks rebuild
-that request by running the SDK model's own request builder against a stand-in client
-that records it and sends nothing (so the agent's tools and handoffs, its model settings
-merged with ``run_config``'s, the output schema and the message conversion are the
-SDK's), read the conversation back from those very chat messages, and check that
-memdir's OpenAI adapter writes them out byte for byte, system message and tools
-included, with the same parameters. Only then does the turn carry
-:class:`~memdir.fork.CacheSafeParams` (the extractor's planner still decides, in its
-``auto`` mode, whether the fork or memdir's own request is cheaper); otherwise it goes
-standalone and :attr:`MemdirRunHooks.fallback_reason` says why.
+"chat_completions")``) the memory agent is a fork of the last request as it was sent.
+The hooks add a response hook to the HTTP pool of the agent's ``AsyncOpenAI`` client,
+which keeps each request's body as bytes, and take the body of the call that gave the
+final answer (by the ``x-request-id`` the server answered with, which the SDK puts on
+its ``ModelResponse``). The fork sends those messages, tools and parameters unchanged —
+the ``prompt_cache_key`` the runner chose included, so it lands on the host's cache
+machine — then the answer as the SDK writes it into the next request, then memdir's
+prompt. Nothing of the agent is changed, and a turn costs the host what it added: the
+body is parsed once, the answer converted, and only new messages are read.
 
-Requests are routed to a cache machine by ``prompt_cache_key``. On OpenAI's own endpoint
-the runner sends a new random key per run, which hooks never see; so before an agent's
-first request the hooks pin a stable one in its ``model_settings.extra_args`` (derived
-from the memory folder and the agent's name; it also lets the host's own runs share a
-cache), unless the agent or the ``run_config`` given here sets one. Elsewhere the
-runner sends none and nothing is pinned, unless ``prompt_cache_key=`` names a key to
-pin. Pass the ``RunConfig`` you run with when it changes the model or its settings:
-hooks are not shown it.
-
-What stays standalone, and why:
+What stays standalone, and why (:attr:`MemdirRunHooks.fallback_reason` says which):
 
 - The Responses API (``OpenAIResponsesModel``, the SDK's default) and other model
   classes: memdir's OpenAI adapter speaks Chat Completions, so it cannot send a
-  ``/v1/responses`` request's prefix. The conversation is then read with
-  :func:`messages_from_items`.
-- A request whose chat messages memdir cannot write back in the same bytes (an
-  assistant ``refusal``, replayed reasoning in some positions), or a conversation
-  converted differently when it grows: sending something else would only pay for a new
-  cache.
-- A ``prompt_cache_key`` the runner generated (where the agent could not be pinned):
-  hooks never see it, and a fork with another key lands on another cache machine.
+  ``/v1/responses`` request's prefix. The conversation is then read from the input
+  items (:func:`messages_from_items`), each item once.
+- A last request the pool did not show: a client without an HTTP pool memdir can hook,
+  or a server that names no ``x-request-id`` while other requests are in flight.
 
 One hooks object follows one conversation: give each session its own. The conversation
 is what the last model call was sent, so with server-managed state
@@ -62,15 +48,17 @@ it.
 from __future__ import annotations
 
 import asyncio
-import copy
+import bisect
+import contextvars
 import dataclasses
 import functools
-import hashlib
 import json
 import logging
 import os
 import re
 import time
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,7 +71,6 @@ try:
         AgentHooks,
         FunctionTool,
         ModelResponse,
-        ModelSettings,
         OpenAIChatCompletionsModel,
         RunConfig,
         RunContextWrapper,
@@ -91,7 +78,6 @@ try:
         Tool,
     )
     from agents.items import TResponseInputItem
-    from agents.models.interface import ModelTracing
     from agents.run_context import AgentHookContext
 except ModuleNotFoundError as exc:
     raise ModuleNotFoundError(
@@ -104,6 +90,7 @@ from memdir.errors import UsageError
 from memdir.extract import ExtractConfig, MemoryExtractor, Notify, TurnContext
 from memdir.fork import CacheSafeParams
 from memdir.messages import (
+    AnyMessage,
     ContentBlock,
     ImageBlock,
     Message,
@@ -112,10 +99,10 @@ from memdir.messages import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
-    messages_from_openai,
+    derive_uuid,
     with_derived_uuids,
 )
-from memdir.models import Model, ModelRequest, OpenAIModel, resolve_model
+from memdir.models import Model, OpenAIModel, resolve_model
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
 from memdir.store import MemoryDir, default_memory_dir
 from memdir.telemetry import Sink, emit
@@ -132,7 +119,6 @@ _FORMAT_KEY = "memdir:format"
 _ITEM = "memdir:item"  # the input item (or content part) a block was read from
 _MESSAGE = "memdir:message"  # an assistant text's message item, without its content
 _STRING = "memdir:string"  # the text was the whole content, as a bare string
-_KEY_FIELD = "prompt_cache_key"
 _HOST_TOOLS = ("Read", "Write", "Edit")
 # What a fork does not send as parameters: the conversation and tools travel on their
 # own, and streaming is how the answer comes back, not part of the prompt.
@@ -254,65 +240,128 @@ def messages_from_items(items: Iterable[object]) -> list[Message]:
     items back. Ids are derived from the conversation (the same items give the same ids).
     Raises :class:`~memdir.errors.UsageError` for an item it cannot read.
     """
-    out: list[Message] = []
+    return with_derived_uuids([message for message, _ in _grouped(list(items))])
+
+
+def _grouped(items: Sequence[object], start: int = 0) -> list[tuple[Message, int]]:
+    """``items[start:]`` read into messages (their uuids not derived yet), each with the
+    index of its first item: a message ends where the other side's items begin."""
+    out: list[tuple[Message, int]] = []
     model_side: list[ContentBlock] = []
     results: list[ContentBlock] = []
+    opened = start  # the first item of the message being gathered
 
-    def close() -> None:
+    def close(at: int) -> None:
+        nonlocal opened
         if model_side:
-            out.append(_own(Message(role="assistant", content=tuple(model_side))))
+            out.append((_own(Message(role="assistant", content=tuple(model_side))), opened))
             model_side.clear()
         if results:
-            out.append(_own(Message(role="user", content=tuple(results))))
+            out.append((_own(Message(role="user", content=tuple(results))), opened))
             results.clear()
+        opened = at
 
-    for index, raw in enumerate(items):
+    for index in range(start, len(items)):
         where = f"item {index}"
-        item = _plain(raw, where)
+        item = _plain(items[index], where)
         kind = item.get("type")
         role = item.get("role")
         if kind in (None, "message") and role in ("user", "system", "developer"):
-            close()
+            close(index)
             content = item.get("content")
             meta = {k: v for k, v in item.items() if k != "content"}
-            out.append(
-                Message(
-                    role=role,
-                    content=_content_blocks(content, where),
-                    string_content=isinstance(content, str),
-                    extra={_FORMAT_KEY: _FORMAT, _ITEM: meta},
-                )
+            message = Message(
+                role=role,
+                content=_content_blocks(content, where),
+                string_content=isinstance(content, str),
+                extra={_FORMAT_KEY: _FORMAT, _ITEM: meta},
             )
+            out.append((message, index))
+            opened = index + 1
         elif kind in (None, "message") and role == "assistant":
             if results:
-                close()
+                close(index)
             meta = {k: v for k, v in item.items() if k != "content"}
             for block in _content_blocks(item.get("content"), where):
                 model_side.append(_with_meta(block, meta))
         elif kind == "function_call":
             if results:
-                close()
+                close(index)
             model_side.append(_tool_use(item, where))
         elif kind == "reasoning":
             if results:
-                close()
+                close(index)
             model_side.append(_thinking(item))
         elif kind == "function_call_output":
             if model_side:
-                close()
+                close(index)
             results.append(_tool_result(item, where))
         elif isinstance(kind, str) and _is_model_side(kind):
             if results:
-                close()
+                close(index)
             model_side.append(OtherBlock(type=kind, data=item))
         elif isinstance(kind, str):
             if model_side:
-                close()
+                close(index)
             results.append(OtherBlock(type=kind, data=item))
         else:
             raise UsageError(f"{where}: neither a message nor a typed item")
-    close()
-    return with_derived_uuids(out)
+    close(len(items))
+    return out
+
+
+class _ItemsReader:
+    """One conversation's input items read into messages as it grows, each item once.
+
+    Between turns the items only grow (``result.to_input_list()`` plus the next input):
+    the messages of the unchanged prefix are kept, and only the last of them, which the
+    new items may continue, is read again with what follows. Something changed before
+    the end (a trimmed history) keeps the longest unchanged prefix.
+    """
+
+    def __init__(self) -> None:
+        self._items: list[object] = []
+        self._messages: list[Message] = []
+        self._starts: list[int] = []
+        """``_starts[i]``: the index of message ``i``'s first item."""
+
+    def read(self, items: Sequence[object]) -> list[Message]:
+        kept = _unchanged(items, self._items)
+        # The last message kept whole is the one before the message holding item ``kept``.
+        at = max(bisect.bisect_right(self._starts, kept) - 1, 0)
+        messages, starts = self._messages[:at], self._starts[:at]
+        previous = messages[-1].uuid if messages else None
+        for message, first in _grouped(items, self._starts[at] if self._starts else 0):
+            previous = derive_uuid(previous, message)
+            messages.append(dataclasses.replace(message, uuid=previous))
+            starts.append(first)
+        self._items, self._messages, self._starts = list(items), messages, starts
+        return list(messages)
+
+
+def _unchanged(items: Sequence[object], seen: Sequence[object]) -> int:
+    """How many leading ``items`` are those ``seen``, assuming (as between turns) that what
+    still matches is a prefix: one comparison when nothing changed, a bisection else."""
+    have = min(len(items), len(seen))
+    if have == 0 or _same(items[have - 1], seen[have - 1]):
+        return have
+    low, high = 0, have - 1  # items[:low] match; items[high] does not
+    while low < high:
+        middle = (low + high) // 2
+        if _same(items[middle], seen[middle]):
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def _same(a: object, b: object) -> bool:
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except Exception:  # an item type whose comparison fails: not the same
+        return False
 
 
 def _own(message: Message) -> Message:
@@ -505,58 +554,147 @@ def messages_to_items(messages: Sequence[Message]) -> list[TResponseInputItem]:
     return cast("list[TResponseInputItem]", out)
 
 
-# --- the host's last request ---------------------------------------------------------------
+# --- the host's requests, as its client sent them ------------------------------------------
 
 
-class _RecordedError(Exception):
-    """Raised by :class:`_RecordingClient` once it holds the request it was asked to send."""
+_OWN: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "memdir_openai_agents_own", default=False
+)
+"""Set around memdir's own work for a turn, so that the memory agent's requests (through
+the host's client, on its HTTP pool) are never taken for the host's."""
+
+_KEPT = 64
+"""Request bodies a pool keeps until their run claims them: the host's requests in flight
+at once, with room to spare. An unclaimed one (a run without hooks on a shared pool)
+goes when it is the oldest past this many, past ``_KEPT_BYTES`` in all, or past
+``_KEPT_SECONDS`` old; a run whose body went first is extracted standalone."""
+_KEPT_BYTES = 64 * 1024 * 1024
+_KEPT_SECONDS = 900.0
 
 
-class _RecordingClient:
-    """Stands in for the host's ``AsyncOpenAI`` while the SDK's model builds a request: it
-    keeps the ``chat.completions.create`` arguments and sends nothing."""
+@dataclass(frozen=True)
+class _Sent:
+    """A Chat Completions request the host's client sent, as bytes, unparsed."""
 
-    def __init__(self, base_url: object) -> None:
-        self.base_url = base_url
-        self.chat = self
-        self.completions = self
-        self.kwargs: dict[str, Any] = {}
-
-    def with_options(self, **_: object) -> _RecordingClient:
-        return self
-
-    async def create(self, **kwargs: Any) -> Any:
-        self.kwargs = kwargs
-        raise _RecordedError
+    body: bytes
+    request_id: str | None
+    at: float
 
 
-def _is_given(value: object) -> bool:
-    import openai
+class _Wire:
+    """The Chat Completions requests sent through one HTTP pool, kept by the id the server
+    answered with (``x-request-id``, which the SDK puts on each ``ModelResponse``).
 
-    omitted = tuple(
-        t for t in (getattr(openai, "Omit", None), getattr(openai, "NotGiven", None)) if t
-    )
-    return not isinstance(value, omitted)
+    Its response hook runs on the host's loop for each response, before the SDK reads it:
+    it keeps a reference to the request's body and nothing else, so the host pays nothing
+    per request but a dictionary entry."""
+
+    def __init__(self) -> None:
+        self._sent: OrderedDict[int, _Sent] = OrderedDict()
+        self._count = 0
+        self._bytes = 0
+
+    async def record(self, response: Any) -> None:
+        if _OWN.get():
+            return
+        try:
+            request = response.request
+            if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
+                return
+            if response.status_code >= 400:
+                return  # a failed attempt: the SDK retries, or the run fails
+            body = request.content
+            request_id = response.headers.get("x-request-id")
+        except Exception:  # a body not in memory (streamed out): nothing to share
+            return
+        if not isinstance(body, bytes):
+            return
+        self._count += 1
+        now = time.time()
+        self._sent[self._count] = _Sent(body=body, request_id=request_id, at=now)
+        self._bytes += len(body)
+        while len(self._sent) > 1:
+            oldest = next(iter(self._sent.values()))
+            if (
+                len(self._sent) <= _KEPT
+                and self._bytes <= _KEPT_BYTES
+                and now - oldest.at < _KEPT_SECONDS
+            ):
+                break
+            self._drop(next(iter(self._sent)))
+
+    def _drop(self, key: int) -> _Sent:
+        sent = self._sent.pop(key)
+        self._bytes -= len(sent.body)
+        return sent
+
+    def claim(self, request_id: str | None, since: float) -> _Sent | None:
+        """The request a model call answered by ``request_id`` sent; without an id (a
+        server that sends none), the one request sent since ``since`` if it is alone."""
+        if request_id is not None:
+            for key, sent in reversed(self._sent.items()):
+                if sent.request_id == request_id:
+                    return self._drop(key)
+        candidates = [k for k, sent in self._sent.items() if sent.at >= since]
+        if len(candidates) != 1 or self._sent[candidates[0]].request_id is not None:
+            return None
+        return self._drop(candidates[0])
 
 
-def _wire(value: object) -> str:
-    """``value`` as JSON with its keys in the order they came: what a prefix cache compares."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+_WIRES: weakref.WeakKeyDictionary[object, _Wire] = weakref.WeakKeyDictionary()
 
 
-def _has_key(settings: ModelSettings) -> bool:
-    return any(
-        isinstance(extra, Mapping) and _KEY_FIELD in extra
-        for extra in (settings.extra_args, settings.extra_body)
-    )
+def _wire_of(client: object) -> _Wire | None:
+    """The recorder on an ``AsyncOpenAI`` client's HTTP pool, added on first use. Clients
+    made from one another (``with_options``) and the SDK's provider clients share a pool,
+    and so one recorder."""
+    pool = getattr(client, "_client", None)
+    hooks = getattr(pool, "event_hooks", None)
+    if pool is None or not isinstance(hooks, Mapping):
+        return None
+    if not isinstance(hooks.get("response"), list):
+        return None
+    wire = _WIRES.get(pool)
+    if wire is None:
+        wire = _WIRES[pool] = _Wire()
+    if wire.record not in hooks["response"]:
+        pool.event_hooks = {**hooks, "response": [*hooks["response"], wire.record]}
+    return wire
 
 
 def _sdk_turn_preparation() -> Any:
-    """The runner's own helpers for a turn's model, settings, handoffs and schema, so that
-    the request rebuilt here is the one it sent (not a copy of its rules)."""
+    """The runner's own helpers for a turn's model and settings, so that the model found
+    here is the one it calls (not a copy of its rules)."""
     from agents.run_internal import turn_preparation
 
     return turn_preparation
+
+
+def _chat_model(agent: Agent[Any], run_config: RunConfig) -> tuple[Any, Any] | None:
+    """The agent's Chat Completions model and its ``AsyncOpenAI`` client, if that is it."""
+    from openai import AsyncOpenAI
+
+    model = _sdk_turn_preparation().get_model(agent, run_config)
+    client = getattr(model, "_client", None)
+    if isinstance(model, OpenAIChatCompletionsModel) and isinstance(client, AsyncOpenAI):
+        return model, client
+    return None
+
+
+def _as_chat(items: Sequence[Any], model: Any, client: Any) -> list[dict[str, Any]]:
+    """Input items as the SDK's Chat Completions model writes them into a request."""
+    from agents.models.chatcmpl_converter import Converter
+
+    converted = Converter.items_to_messages(
+        list(items),
+        model=model.model,
+        base_url=str(client.base_url),
+        should_replay_reasoning_content=getattr(model, "should_replay_reasoning_content", None),
+        strict_feature_validation=bool(getattr(model, "_strict_feature_validation", False)),
+    )
+    # As the request's JSON reads back: plain values, as the recorded part is.
+    loaded = json.loads(json.dumps(converted, ensure_ascii=False, default=str))
+    return cast("list[dict[str, Any]]", loaded)
 
 
 @dataclass
@@ -566,27 +704,29 @@ class _Call:
     agent: Agent[Any]
     system: str | None
     items: list[Any]
-    sent_at: float
-    used_tools_before: bool
+    started_at: float
+    wire: _Wire | None
     response: ModelResponse | None = None
+    sent: _Sent | None = None
 
 
 @dataclass
 class _HostRequest:
     """A turn ready for the extractor."""
 
-    messages: list[Message]
+    messages: Sequence[AnyMessage]
+    """Chat Completions messages as the SDK wrote them (``chat``), else memdir's."""
     params: CacheSafeParams | None
     host_model: Model | None
     fallback: str | None = None
+    chat: bool = False
 
 
 @dataclass
 class _RunState:
-    """What one run of the runner left in the hooks (the latest run only)."""
+    """What one run of the runner left in the hooks."""
 
     context: object = None
-    used_tools: set[int] = field(default_factory=set)
     tool_outputs: dict[str, object] = field(default_factory=dict)
     call: _Call | None = None
 
@@ -602,7 +742,6 @@ class _Memory:
         config: ExtractConfig | None,
         sink: Sink | None,
         run_config: RunConfig | None,
-        prompt_cache_key: str | None,
         notify: Notify | None,
         cwd: str | os.PathLike[str] | None,
         session_id: str | None,
@@ -615,7 +754,6 @@ class _Memory:
         self.config = config or ExtractConfig()
         self.sink = sink
         self.run_config = run_config
-        self.prompt_cache_key = prompt_cache_key
         self.notify = notify
         self.session_id = session_id
         self.fallback_reason: str | None = None
@@ -629,6 +767,8 @@ class _Memory:
         ``RunContextWrapper`` of the model hooks and the ``AgentHookContext`` of the end
         hook, so that concurrent runs through one hooks object never mix."""
         self._fork_models: dict[tuple[int, str], tuple[object, OpenAIModel]] = {}
+        self._items = _ItemsReader()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._tool_context: ToolContext | None = None
         self._default_run_config: RunConfig | None = None
 
@@ -642,34 +782,14 @@ class _Memory:
             self._default_run_config = RunConfig()
         return self._default_run_config
 
-    # --- prompt_cache_key -------------------------------------------------------------------
-
-    def pin(self, agent: Agent[Any]) -> None:
-        """Give ``agent`` a stable ``prompt_cache_key`` where the request would otherwise
-        carry one the hooks cannot know (or where the caller asked for one)."""
+    def watch(self, agent: Agent[Any]) -> _Wire | None:
+        """The recorder on the pool the agent's Chat Completions client sends through."""
         try:
-            prep = _sdk_turn_preparation()
-            run_config = self._config()
-            if _has_key(prep.get_model_settings(agent, run_config)):
-                return
-            model = prep.get_model(agent, run_config)
-            if not isinstance(model, OpenAIChatCompletionsModel):
-                return
-            key = self.prompt_cache_key
-            if key is None:
-                if not model._supports_default_prompt_cache_key():
-                    return  # the runner sends none here, so the fork needs none either
-                seed = f"{self.memory_dir.root}\0{agent.name}"
-                key = (
-                    "memdir-"
-                    + hashlib.sha256(seed.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-                )
-            settings = agent.model_settings
-            agent.model_settings = dataclasses.replace(
-                settings, extra_args={**(settings.extra_args or {}), _KEY_FIELD: key}
-            )
+            found = _chat_model(agent, self._config())
+            return _wire_of(found[1]) if found is not None else None
         except Exception as exc:  # never into the host's run
-            _log.debug("memdir: prompt_cache_key not pinned: %s", exc)
+            _log.debug("memdir: the agent's requests are not watched: %s", exc)
+            return None
 
     # --- the run, as the hooks see it ---------------------------------------------------------
 
@@ -685,8 +805,8 @@ class _Memory:
             agent=agent,
             system=system,
             items=list(items),
-            sent_at=time.time(),
-            used_tools_before=id(agent) in run.used_tools,
+            started_at=time.time(),
+            wire=self.watch(agent),
         )
 
     def _state(self, context: object) -> _RunState:
@@ -704,54 +824,54 @@ class _Memory:
         if call is None or call.agent is not agent:
             return
         call.response = response
-        for item in response.output:
-            kind = getattr(item, "type", None)
-            if isinstance(kind, str) and kind.endswith("_call"):
-                # The runner resets a forced tool_choice once the agent has used a tool.
-                run.used_tools.add(id(agent))
-                break
+        if call.wire is not None:
+            call.sent = call.wire.claim(response.request_id, call.started_at)
 
     def tool_ended(self, context: object, result: object) -> None:
         call_id = getattr(context, "tool_call_id", None)
         if isinstance(call_id, str):
             self._state(context).tool_outputs[call_id] = result
 
-    async def turn_ended(self, context: RunContextWrapper[Any], agent: Agent[Any]) -> None:
-        """The agent produced its final output: report the turn to the extractor."""
+    def turn_ended(self, context: RunContextWrapper[Any], agent: Agent[Any]) -> None:
+        """The agent produced its final output: report the turn to the extractor. Costs
+        what the turn added: the last request is read as it was sent, not rebuilt."""
         try:
             run = self._runs.pop(id(getattr(context, "usage", context)), None)
             call = run.call if run is not None else None
             if run is None or call is None or call.agent is not agent or call.response is None:
                 return
-            items = [*call.items, *self._final_items(run, call.response)]
+            final = self._final_items(run, call.response)
             try:
-                turn = await self._host_request(context, call, items)
+                turn = self._host_request(call, final)
             except Exception as exc:  # an SDK this code does not know: memdir's own request
-                turn = _HostRequest(
-                    messages=messages_from_items(items),
-                    params=None,
-                    host_model=None,
-                    fallback=f"the request could not be rebuilt: {type(exc).__name__}: {exc}",
-                )
-            self.fallback_reason = turn.fallback
-            if turn.fallback is not None:
-                _log.debug("memdir: standalone run: %s", turn.fallback)
-            extractor = self.extractor
-            if extractor is None:
-                extractor = self.extractor = self._new_extractor(self._own_model(turn, agent))
-            extractor.on_turn_end(
-                TurnContext(
-                    messages=tuple(turn.messages),
-                    params=turn.params,
-                    cwd=self.cwd,
-                    last_request_at=call.sent_at,
-                    session_id=self.session_id,
-                ),
-                notify=self.notify,
-            )
+                turn = self._items_turn(call, final, f"{type(exc).__name__}: {exc}")
+            try:
+                self._report(turn, call, agent)
+            except TypeError as exc:  # chat messages memdir cannot read; the items it can
+                if not turn.chat:
+                    raise
+                self._report(self._items_turn(call, final, str(exc)), call, agent)
         except Exception as exc:  # the host's turn must never fail because of memory
             _log.warning("memdir: turn not reported: %s: %s", type(exc).__name__, exc)
             emit(self.sink, "extract.error", duration_ms=0, error_type=type(exc).__name__)
+
+    def _report(self, turn: _HostRequest, call: _Call, agent: Agent[Any]) -> None:
+        extractor = self.extractor
+        if extractor is None:
+            extractor = self.extractor = self._new_extractor(self._own_model(turn, agent))
+        self._loop = asyncio.get_running_loop()
+        report = TurnContext(
+            messages=tuple(turn.messages),
+            params=turn.params,
+            cwd=self.cwd,
+            last_request_at=call.sent.at if call.sent is not None else call.started_at,
+            session_id=self.session_id,
+        )
+        # The run's task inherits this context: its requests are memdir's, not the host's.
+        contextvars.copy_context().run(_as_own, extractor, report, self.notify)
+        self.fallback_reason = turn.fallback
+        if turn.fallback is not None:
+            _log.debug("memdir: standalone run: %s", turn.fallback)
 
     def _final_items(self, run: _RunState, response: ModelResponse) -> list[Any]:
         """The final answer as items, with the results of calls that ended the run (a
@@ -785,120 +905,63 @@ class _Memory:
             _log.debug("memdir: the agent's model is not usable for memory: %s", exc)
         return resolve_model(os.environ.get("MEMDIR_MODEL") or "offline")
 
-    # --- rebuilding the host's request -------------------------------------------------------
+    # --- the turn's conversation and the fork's request ------------------------------------
 
-    async def _host_request(
-        self, context: RunContextWrapper[Any], call: _Call, items: list[Any]
-    ) -> _HostRequest:
-        prep = _sdk_turn_preparation()
-        agent = call.agent
-        run_config = self._config()
-        sdk_model = prep.get_model(agent, run_config)
-        if not isinstance(sdk_model, OpenAIChatCompletionsModel):
-            return _HostRequest(
-                messages=messages_from_items(items),
-                params=None,
-                host_model=None,
-                fallback=f"{type(sdk_model).__name__} is not a Chat Completions model: memdir's "
-                "OpenAI adapter cannot send its request's prefix",
-            )
-        from openai import AsyncOpenAI
+    def _items_turn(self, call: _Call, final: list[Any], why: str) -> _HostRequest:
+        """A standalone turn read from the input items (the Responses API, other models)."""
+        messages = self._items.read([*call.items, *final])
+        return _HostRequest(messages=messages, params=None, host_model=None, fallback=why)
 
-        client: object = getattr(sdk_model, "_client", None)
-        if not isinstance(client, AsyncOpenAI):
-            return _HostRequest(
-                messages=messages_from_items(items),
-                params=None,
-                host_model=None,
-                fallback="the model has no AsyncOpenAI client",
+    def _host_request(self, call: _Call, final: list[Any]) -> _HostRequest:
+        found = _chat_model(call.agent, self._config())
+        if found is None:
+            model = _sdk_turn_preparation().get_model(call.agent, self._config())
+            return self._items_turn(
+                call,
+                final,
+                f"{type(model).__name__} is not a Chat Completions model on an AsyncOpenAI "
+                "client: memdir's OpenAI adapter cannot send its request's prefix",
             )
+        sdk_model, client = found
         fork_model = self._fork_model(sdk_model.model, client)
-        settings = prep.get_model_settings(agent, run_config)
-        if call.used_tools_before and agent.reset_tool_choice is True:
-            settings = dataclasses.replace(settings, tool_choice=None)
-        tools: list[Tool] = await agent.get_all_tools(context)
-        handoffs = await prep.get_handoffs(agent, context)
-        try:
-            from agents._tool_identity import resolve_tool_name_collisions
-
-            tools, handoffs = resolve_tool_name_collisions(
-                tools, handoffs, collision_policy=run_config.tool_name_collision_policy
+        answer = _as_chat(final, sdk_model, client)
+        if call.sent is None:
+            # The conversation as the SDK writes it, so that its messages keep their ids
+            # when a later turn's request is seen again.
+            sent = _as_chat(call.items, sdk_model, client)
+            return _HostRequest(
+                messages=[*sent, *answer],
+                params=None,
+                host_model=fork_model,
+                chat=True,
+                fallback="the last request was not seen on its way out (a server that "
+                "names no x-request-id, with other requests in flight)",
             )
-        except ImportError:
-            pass  # an SDK without name collision handling sends the lists as they are
-        schema = prep.get_output_schema(agent)
-
-        async def record(input_items: list[Any]) -> dict[str, Any]:
-            recorder = _RecordingClient(client.base_url)
-            clone = copy.copy(sdk_model)
-            clone._client = cast(Any, recorder)
-            try:
-                await clone._fetch_response(
-                    call.system,
-                    input_items,
-                    settings,
-                    tools,
-                    schema,
-                    handoffs,
-                    cast(Any, None),  # no span: tracing is off for this rehearsal
-                    ModelTracing.DISABLED,
-                    stream=False,
-                )
-            except _RecordedError:
-                return {k: v for k, v in recorder.kwargs.items() if _is_given(v)}
-            raise UsageError("the model sent nothing to record")
-
-        host = await record(call.items)
-        whole = await record(items)
-        offset = 1 if call.system else 0
-        messages = messages_from_openai(whole["messages"][offset:])
-
-        def standalone(why: str) -> _HostRequest:
-            return _HostRequest(messages=messages, params=None, host_model=fork_model, fallback=why)
-
-        sent = host["messages"]
-        if _wire(whole["messages"][: len(sent)]) != _wire(sent):
-            return standalone("the conversation converts differently once it grows")
-        if not _has_key(settings) and sdk_model._supports_default_prompt_cache_key():
-            return standalone("the runner chose a prompt_cache_key that hooks cannot see")
+        body = json.loads(call.sent.body)
+        recorded = body.get("messages")
+        if not isinstance(recorded, list):
+            raise UsageError("the recorded request has no messages")
+        offset = 1 if call.system and recorded and recorded[0].get("role") == "system" else 0
+        conversation = [*recorded[offset:], *answer]
         params = CacheSafeParams(
             model=fork_model,
-            system=call.system or None,
-            tools=list(host.get("tools") or ()),
-            params={
-                k: v
-                for k, v in host.items()
-                if k not in _NOT_PARAMS and not (k.startswith("extra_") and v is None)
-            },
+            tools=list(body.get("tools") or ()),
+            params={k: v for k, v in body.items() if k not in _NOT_PARAMS},
+            # What the host sent, then its answer as its next request will send it: the
+            # fork's prefix is the host's, and the host's next request reads the fork's.
+            wire_messages=[*recorded, *answer],
+            wire_replaces=len(conversation),
         )
-        # memdir writes the fork's request itself: it must come out as the host's bytes.
-        rebuilt = fork_model.wire_request(
-            ModelRequest(
-                system=params.system,
-                tools=params.tools,
-                messages=tuple(messages[: len(sent) - offset]),
-                params=params.params,
-            )
-        )
-        if _wire(rebuilt["messages"]) != _wire(sent):
-            return standalone("memdir would not write these chat messages byte for byte")
-        if _wire(rebuilt.get("tools")) != _wire(host.get("tools")):
-            return standalone("memdir would not write these tools byte for byte")
-        return _HostRequest(messages=messages, params=params, host_model=fork_model)
+        return _HostRequest(messages=conversation, params=params, host_model=fork_model, chat=True)
 
     def _fork_model(self, name: str, client: Any) -> OpenAIModel:
-        """memdir's model for the host's client and model name (one per pair, so its
-        converted messages carry over from turn to turn)."""
+        """memdir's model for the host's client and model name (one per pair)."""
         key = (id(client), name)
         known = self._fork_models.get(key)
         if known is not None and known[0] is client:
             return known[1]
-        model = OpenAIModel(
-            name,
-            # memdir retries on its own: one attempt per call from the client.
-            client=client.with_options(max_retries=0),
-            system_content_first=True,
-        )
+        # memdir retries on its own: one attempt per call from the client.
+        model = OpenAIModel(name, client=client.with_options(max_retries=0))
         self._fork_models[key] = (client, model)
         return model
 
@@ -965,6 +1028,20 @@ class _Memory:
         if self.extractor is not None:
             await self.extractor.drain(timeout)
 
+    def drain_sync(self, timeout: float) -> None:
+        # ``Runner.run_sync`` runs on the thread's default loop, which stays between calls:
+        # the memory runs are tasks there, and move only while it runs.
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and not loop.is_running():
+            loop.run_until_complete(self.drain(timeout))
+        if self.extractor is not None:
+            self.extractor.drain_sync(timeout)
+
+
+def _as_own(extractor: MemoryExtractor, turn: TurnContext, notify: Notify | None) -> None:
+    _OWN.set(True)
+    extractor.on_turn_end(turn, notify=notify)
+
 
 def _hidden_part(md: MemoryDir, path: str, cwd: str) -> bool:
     """Whether ``path``, inside the memory directory, goes through a hidden name there."""
@@ -989,7 +1066,6 @@ class _MemdirHooks:
         sink: Sink | None = None,
         notify: Notify | None = None,
         run_config: RunConfig | None = None,
-        prompt_cache_key: str | None = None,
         cwd: str | os.PathLike[str] | None = None,
         session_id: str | None = None,
         base_url: str | None = None,
@@ -1001,7 +1077,6 @@ class _MemdirHooks:
             sink=sink,
             notify=notify,
             run_config=run_config,
-            prompt_cache_key=prompt_cache_key,
             cwd=cwd,
             session_id=session_id,
             base_url=base_url,
@@ -1039,6 +1114,11 @@ class _MemdirHooks:
         """Wait up to ``timeout`` seconds for the memory runs still going."""
         await self._memory.drain(timeout)
 
+    def drain_sync(self, timeout: float = 60.0) -> None:
+        """:meth:`drain` for a host that runs its agent with ``Runner.run_sync``, whose
+        loop holds the memory runs between calls: this runs it until they end."""
+        self._memory.drain_sync(timeout)
+
     async def on_llm_start(
         self,
         context: RunContextWrapper[Any],
@@ -1073,20 +1153,16 @@ class MemdirRunHooks(_MemdirHooks, RunHooks[Any]):
     ``$MEMDIR_MODEL``, else offline). A fork always uses the host's model. ``config``,
     ``sink``: as for :class:`~memdir.extract.MemoryExtractor`; ``notify`` receives
     :class:`~memdir.extract.MemorySaved` notices. ``run_config``: the ``RunConfig`` the
-    runs use, when it sets the model or model settings. ``prompt_cache_key``: pin this
-    key on the agents (see the module docs). ``session_id``: the conversation's id,
-    written into the memories it saves.
+    runs use, when it sets the model or its provider (the hooks find the agent's client
+    through it). ``session_id``: the conversation's id, written into the memories it
+    saves. After ``Runner.run_sync``, call :meth:`drain_sync` instead of :meth:`drain`.
     """
-
-    async def on_agent_start(self, context: AgentHookContext[Any], agent: Agent[Any]) -> None:
-        """Pin the agent's ``prompt_cache_key`` before its first request."""
-        self._memory.pin(agent)
 
     async def on_agent_end(
         self, context: AgentHookContext[Any], agent: Agent[Any], output: Any
     ) -> None:
         """Report the finished turn; the memory run goes on in the background."""
-        await self._memory.turn_ended(context, agent)
+        self._memory.turn_ended(context, agent)
 
 
 class MemdirAgentHooks(_MemdirHooks, AgentHooks[Any]):
@@ -1096,10 +1172,6 @@ class MemdirAgentHooks(_MemdirHooks, AgentHooks[Any]):
     seen; use :class:`MemdirRunHooks` for runs with handoffs.
     """
 
-    async def on_start(self, context: AgentHookContext[Any], agent: Agent[Any]) -> None:
-        """Pin the agent's ``prompt_cache_key`` before its first request."""
-        self._memory.pin(agent)
-
     async def on_end(self, context: AgentHookContext[Any], agent: Agent[Any], output: Any) -> None:
         """Report the finished turn; the memory run goes on in the background."""
-        await self._memory.turn_ended(context, agent)
+        self._memory.turn_ended(context, agent)

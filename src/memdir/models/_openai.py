@@ -55,7 +55,7 @@ def openai_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _system_messages(system: SystemPrompt, content_first: bool = False) -> list[dict[str, Any]]:
+def _system_messages(system: SystemPrompt) -> list[dict[str, Any]]:
     if system is None:
         return []
     if isinstance(system, str):
@@ -64,8 +64,6 @@ def _system_messages(system: SystemPrompt, content_first: bool = False) -> list[
         text = "\n\n".join(
             str(b.get("text", "")) for b in system if b.get("type", "text") == "text"
         )
-    if content_first:  # the order the OpenAI Agents SDK writes
-        return [{"content": text, "role": "system"}]
     return [{"role": "system", "content": text}]
 
 
@@ -75,9 +73,7 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
     Tool calls map both ways (parallel calls included); cached prompt tokens are read
     from ``usage.prompt_tokens_details.cached_tokens``. Rate limits, server errors and
     connection failures are retried with backoff; the rest raises
-    :class:`~memdir.errors.ModelError`. ``system_content_first`` writes the system
-    message as ``{"content": ..., "role": "system"}``, the key order of the OpenAI Agents
-    SDK, so that a fork of such a host sends the bytes the host sent.
+    :class:`~memdir.errors.ModelError`.
     """
 
     def __init__(
@@ -89,15 +85,10 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
         base_url: str | None = None,
         timeout: float = 600.0,
         retry: RetryPolicy | None = None,
-        system_content_first: bool = False,
     ) -> None:
         if not model:
             raise UsageError("OpenAIModel needs a model name, e.g. 'gpt-4.1'")
         self.model = model
-        # The OpenAI Agents SDK writes its system message ``content`` first; a fork of such
-        # a host must too, for a cache that compares requests as sent (memdir.testing's)
-        # to see the host's prefix rather than a reordered key.
-        self.system_content_first = system_content_first
         self.retry = retry or RetryPolicy()
         factory: Callable[[], AsyncOpenAI] | None = None
         if client is None:
@@ -134,7 +125,9 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
     ) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": self.model}
         kwargs.update(request.params)
-        messages = _system_messages(request.system, self.system_content_first)
+        messages = _system_messages(request.system)
+        # A recorded start of the conversation goes out as it was recorded.
+        messages.extend(dict(m) for m in request.wire_prefix)
         for wire in converted:
             messages.extend(wire)
         kwargs["messages"] = messages
@@ -144,11 +137,6 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Send ``request`` and return the model's answer."""
-        if request.wire_prefix:
-            raise UsageError(
-                f"{self.name}: a wire_prefix holds Anthropic messages; send it to an "
-                "Anthropic model"
-            )
         # A long conversation's first request converts it in slices; later ones reuse it.
         converted = await self._wire.convert_in_slices(request.messages)
         kwargs = self._assemble(request, converted)

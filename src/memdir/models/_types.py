@@ -83,11 +83,13 @@ class ModelRequest:
     that cache by prefix on their own ignore it.
     """
     wire_prefix: tuple[Mapping[str, Any], ...] = ()
-    """Messages in Anthropic's wire shape, sent as they are before ``messages`` (their
-    ``cache_control`` markers left out): the start of a conversation that was recorded as
-    sent and holds what :class:`~memdir.messages.Message` cannot (Claude Code's
-    ``role: "system"`` messages, say). Only :class:`~memdir.models.AnthropicModel` takes
-    them; ``cache_points`` still index ``messages``.
+    """Messages in the provider's own wire shape, sent as they are before ``messages``:
+    the start of a conversation that was recorded as sent and holds what
+    :class:`~memdir.messages.Message` cannot (Claude Code's ``role: "system"`` messages,
+    a framework's own key order). :class:`~memdir.models.AnthropicModel` takes Messages
+    API messages (their ``cache_control`` markers left out; ``cache_points`` still index
+    ``messages``), :class:`~memdir.models.OpenAIModel` Chat Completions ones, after the
+    system message ``system`` gives (none, when the record holds it).
     """
 
 
