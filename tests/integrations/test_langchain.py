@@ -543,17 +543,25 @@ def test_a_failing_memory_model_never_fails_the_agent(tmp_path: Path) -> None:
     assert extractor.cursor is None  # tried again at the next turn
 
 
-def test_a_chat_openai_agent_gets_standalone_runs_on_its_own_model(tmp_path: Path) -> None:
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_chat_openai_agent_forks_inside_its_prompt_cache_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], streaming: bool
+) -> None:
+    """``ChatOpenAI``'s request is rebuilt by its own payload code: the fork sends its
+    messages (the system message first), tools and settings, then memdir's prompt, on
+    the agent's own model; OpenAI caches every prefix without breakpoints."""
     langchain_openai = pytest.importorskip("langchain_openai")
     from memdir.testing import FakeOpenAIServer
 
     folder = tmp_path / "memory"
-    script = Script(folder)
+    script = Script(folder, saver="memory")
     sink = CollectingSink()
-    memory = MemdirMiddleware(folder, config=ExtractConfig(mode="fork"), sink=sink)
-    with FakeOpenAIServer(handler=script) as server:
+    memory = MemdirMiddleware(
+        folder, config=ExtractConfig(mode="fork"), sink=sink, memory_tool=True
+    )
+    with FakeOpenAIServer(handler=script, model="gpt-4o") as server:
         settings = {"model": "gpt-4o", "base_url": server.base_url, "api_key": "test"}
-        chat = langchain_openai.ChatOpenAI(**settings)
+        chat = langchain_openai.ChatOpenAI(**settings, streaming=streaming, temperature=0.2)
         agent = create_agent(
             chat,
             [get_weather],
@@ -564,7 +572,7 @@ def test_a_chat_openai_agent_gets_standalone_runs_on_its_own_model(tmp_path: Pat
 
         async def main() -> list[BaseMessage]:
             try:
-                return await talk(agent, memory, TURNS[:2])
+                return await talk(agent, memory, TURNS)
             finally:
                 # langchain-openai keeps one client per address for the whole process:
                 # its connections would outlive this loop, and be reported unclosed.
@@ -574,14 +582,37 @@ def test_a_chat_openai_agent_gets_standalone_runs_on_its_own_model(tmp_path: Pat
         server.assert_no_errors()
         requests = server.requests
 
-    # memdir's OpenAI requests would not repeat langchain-openai's bytes: no fork.
-    assert [e.fields["mode"] for e in sink.named("extract.run")] == ["standalone"] * 2
+    assert [e.fields["mode"] for e in sink.named("extract.run")] == ["fork"] * 3
     assert_covered_once(sink, memory, state)
-    assert sorted(p.name for p in folder.glob("note_*.md")) == ["note_0.md", "note_1.md"]
-    # They went to the agent's own endpoint, as the agent's model.
-    memdirs = [r for r in requests if script.is_fork(r.body)]
-    assert memdirs
-    assert {r.body["model"] for r in memdirs} == {"gpt-4o"}
+    assert sorted(p.name for p in folder.glob("note_*.md")) == [
+        "note_0.md",
+        "note_1.md",
+        "note_2.md",
+    ]
+    firsts = [
+        i
+        for i, r in enumerate(requests)
+        if script.is_fork(r.body) and not script.is_fork(requests[i - 1].body)
+    ]
+    assert len(firsts) == 3
+    for number, i in enumerate(firsts):
+        fork, host = requests[i], requests[i - 1]
+        sent = host.body["messages"]
+        assert json.dumps(fork.body["messages"][: len(sent)]) == json.dumps(sent)
+        assert json.dumps(fork.body["tools"]) == json.dumps(host.body["tools"])
+        assert fork.body["model"] == "gpt-4o"
+        assert fork.body["temperature"] == host.body["temperature"] == 0.2
+        assert not fork.stream
+        assert fork.usage is not None
+        assert host.usage is not None
+        cached = int(fork.usage["prompt_tokens_details"]["cached_tokens"])
+        assert host.usage["prompt_tokens"] - 128 < cached <= host.usage["prompt_tokens"]
+        with capsys.disabled():
+            print(
+                f"\nlangchain ChatOpenAI fork {number + 1}{' (streaming host)' * streaming}: "
+                f"{cached} of the host's {host.usage['prompt_tokens']} prompt tokens read "
+                f"from its cache ({cached / fork.usage['prompt_tokens']:.0%} of the fork's input)"
+            )
 
 
 # --- a graph of your own ------------------------------------------------------------------------

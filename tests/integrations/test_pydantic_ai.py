@@ -43,7 +43,7 @@ from memdir.messages import (
     model_visible,
 )
 from memdir.telemetry import CollectingSink
-from memdir.testing import FakeAnthropicServer, Fault, RecordedRequest, Reply
+from memdir.testing import FakeAnthropicServer, FakeOpenAIServer, Fault, RecordedRequest, Reply
 from tests.examples import load_example
 
 # A host prompt of a realistic size: above Anthropic's 1,024-token minimum for a cache
@@ -284,6 +284,79 @@ def test_each_run_saves_memories_inside_the_hosts_prompt_cache(tmp_path: Path) -
     share = read / total
     print(f"\nmemory agent's input read from the host's cache: {read}/{total} tokens ({share:.0%})")
     assert share > 0.5
+
+
+def test_an_openai_chat_model_forks_inside_the_hosts_cache_too(tmp_path: Path) -> None:
+    """pydantic-ai's OpenAIChatModel: its Chat Completions request is recorded on the
+    client's pool as well, and the fork sends it first, as sent, then the final answer."""
+    from openai import AsyncOpenAI
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    capability = MemdirCapability(
+        memory, config=ExtractConfig(mode="fork"), sink=sink, memory_tool=True
+    )
+    replies = iter([reply for turn in HOST_TURNS for reply in turn])
+    notes = iter(range(100))
+
+    def handler(body: dict[str, Any]) -> Reply:
+        if str(memory) in last_text(body):
+            tools = [str(t["function"]["name"]) for t in body.get("tools") or ()]
+            return Message(role="assistant", content=memory_writes(memory, next(notes), tools))
+        return next(replies)
+
+    history: list[pa.ModelMessage] = []
+
+    async def main() -> list[RecordedRequest]:
+        nonlocal history
+        with FakeOpenAIServer(handler=handler, model="gpt-4.1-mini") as fake:
+            async with AsyncOpenAI(base_url=fake.base_url, api_key="test") as client:
+                model = OpenAIChatModel(
+                    "gpt-4.1-mini", provider=OpenAIProvider(openai_client=client)
+                )
+                agent: Agent[None, str] = Agent(
+                    model, instructions=INSTRUCTIONS, capabilities=[capability]
+                )
+
+                @agent.tool_plain
+                def get_weather(city: str) -> str:
+                    """The weather in a city, from the team's forecast service."""
+                    return f"sunny in {city}"
+
+                for text in USER_TURNS:
+                    result = await agent.run(text, message_history=history)
+                    history = result.all_messages()
+                    await capability.drain()
+            fake.assert_no_errors()
+            return fake.requests
+
+    requests = asyncio.run(main())
+    assert capability.fallback_reason is None
+    runs = sink.named("extract.run")
+    assert [r.fields["mode"] for r in runs] == ["fork"] * len(USER_TURNS)
+    messages = messages_from_pydantic_ai(history)
+    assert sum(int(r.fields["message_count"]) for r in runs) == len(model_visible(messages))
+    saved = sorted(p.name for p in memory.glob("note_*.md"))
+    assert saved == [f"note_{n}.md" for n in range(len(USER_TURNS))]
+    forks = [i for i, r in enumerate(requests) if is_memdir(r, memory)]
+    assert len(forks) == len(USER_TURNS)
+    read = total = 0
+    for i in forks:
+        fork, host = requests[i], requests[i - 1]
+        sent = host.body["messages"]
+        assert json.dumps(fork.body["messages"][: len(sent)]) == json.dumps(sent)
+        assert json.dumps(fork.body["tools"]) == json.dumps(host.body["tools"])
+        assert fork.usage is not None
+        assert host.usage is not None
+        cached = int(fork.usage["prompt_tokens_details"]["cached_tokens"])
+        assert host.usage["prompt_tokens"] - 128 < cached <= host.usage["prompt_tokens"]
+        read += cached
+        total += int(fork.usage["prompt_tokens"])
+    share = read / total
+    print(f"\nmemory agent's input read from the host's cache: {read}/{total} tokens ({share:.0%})")
+    assert share > 0.4
 
 
 def test_without_a_tool_that_writes_memory_the_runs_are_standalone(tmp_path: Path) -> None:
@@ -531,7 +604,7 @@ def test_another_model_gets_standalone_runs_and_the_memory_tool_as_a_function(
     assert run.fields["mode"] == "standalone"
     assert run.fields["memories_saved"] == 1  # the offline model heard "always use polars"
     assert capability.fallback_reason is not None
-    assert "not pydantic-ai's AnthropicModel" in capability.fallback_reason
+    assert "neither pydantic-ai's AnthropicModel" in capability.fallback_reason
 
 
 def test_an_hour_long_host_cache_is_shared_too(tmp_path: Path) -> None:

@@ -4,8 +4,8 @@
 model request the agent makes — system message, messages, tools, model settings — and
 its ``aafter_agent`` reports the finished turn (the thread's whole conversation) to a
 :class:`~memdir.extract.MemoryExtractor` of that thread, with the last request rebuilt
-exactly as ``langchain-anthropic`` sent it, so that the memory agent runs as a fork inside
-the agent's own prompt cache::
+exactly as ``langchain-anthropic`` (or ``langchain-openai``) sent it, so that the memory
+agent runs as a fork inside the agent's own prompt cache::
 
     from langchain.agents import create_agent
     from langchain_anthropic.middleware import AnthropicPromptCachingMiddleware
@@ -18,7 +18,8 @@ the agent's own prompt cache::
 
 List it last: middleware compose first-outermost, so the last one sees the request as
 the others have shaped it, which is what goes on the wire. ``memory_tool=True`` gives the
-agent Anthropic's ``memory`` tool: a fork is shown the agent's tools and can save only
+agent a ``memory`` tool (Anthropic's own on ``ChatAnthropic``, a function tool of the
+same commands elsewhere): a fork is shown the agent's tools and can save only
 through one of them, so without it (or a Write/Edit tool of the agent's) the planner
 sends memdir's standalone request instead.
 
@@ -26,19 +27,20 @@ When the fork shares the cache, and when it does not (the run is then memdir's o
 standalone request, see :class:`~memdir.extract.ExtractConfig`):
 
 - the agent's model is ``ChatAnthropic`` on the Anthropic API itself (not Bedrock or
-  Vertex, whose subclasses shape requests their own way), with no structured output
+  Vertex, whose subclasses shape requests their own way) or ``ChatOpenAI`` on Chat
+  Completions (not Azure's, nor the Responses API), with no structured output
   (``response_format`` binds tools and settings inside ``create_agent`` where no
   middleware sees them);
-- the agent caches: its request carries ``cache_control`` (``AnthropicPromptCachingMiddleware``
-  puts it there), or its answer reports cache reads or writes. With no breakpoint it
-  caches nothing a fork could read;
+- an Anthropic agent caches: its request carries ``cache_control``
+  (``AnthropicPromptCachingMiddleware`` puts it there), or its answer reports cache reads
+  or writes. With no breakpoint it caches nothing a fork could read. OpenAI caches every
+  prefix on its own;
 - the last request's messages are the conversation's first messages, by id (a middleware
   that rewrites them per request, rather than in the state, leaves nothing to match).
 
-Any other chat model gets standalone runs. ``ChatOpenAI`` in particular: memdir's
-:class:`~memdir.models.OpenAIModel` writes the conversation in its own key order and
-content shapes, and takes no recorded prefix, so its requests would not repeat
-``langchain-openai``'s bytes; by default the standalone runs use the agent's OpenAI model.
+The fork sends the rebuilt request's messages as they are (``langchain-openai``'s system
+message and key order included), then memdir's own. Any other chat model gets standalone
+runs, by default on the agent's own model where memdir knows it (Anthropic, OpenAI).
 
 For a graph of your own (``StateGraph``), give memdir a model and report each finished
 turn, from the thread's checkpointed messages or with a callback handler on the run::
@@ -527,15 +529,27 @@ def _reported_cache_use(messages: Sequence[BaseMessage]) -> bool:
     return False
 
 
-def _anthropic_payload(capture: _Capture) -> dict[str, Any] | None:
-    """The body ``langchain-anthropic`` sent for the captured request: the tools bound as
-    ``create_agent`` binds them, then the model's own payload builder on the messages as
-    the chat model normalises them. None where that cannot be told (see the module)."""
+def _is_chat_openai(chat_model: object) -> bool:
+    """``ChatOpenAI`` itself (not Azure's, which shapes its requests its own way)."""
+    try:
+        from langchain_openai import ChatOpenAI
+    except ModuleNotFoundError:
+        return False
+    return type(chat_model) is ChatOpenAI
+
+
+def _payload(capture: _Capture) -> dict[str, Any] | None:
+    """The body ``langchain-anthropic`` or ``langchain-openai`` sent for the captured
+    request: the tools bound as ``create_agent`` binds them, then the model's own payload
+    builder on the messages as the chat model normalises them. None where that cannot be
+    told (see the module)."""
     from langchain_core.language_models._utils import _normalize_messages
 
     request = capture.request
     chat_model: Any = request.model
-    if not _is_direct_anthropic(chat_model) or request.response_format is not None:
+    if request.response_format is not None:
+        return None
+    if not (_is_direct_anthropic(chat_model) or _is_chat_openai(chat_model)):
         return None
     with warnings.catch_warnings():
         # The agent already heard any warning the binding gives (a dropped tool, say).
@@ -569,6 +583,28 @@ def _params_from(payload: Mapping[str, Any], headers: Mapping[str, str]) -> dict
     if extra:
         params["extra_headers"] = {**extra, **dict(params.get("extra_headers") or {})}
     return params
+
+
+# What a Chat Completions fork does not send as parameters: the conversation and tools
+# travel on their own, and streaming is how the answer comes back, not part of the prompt.
+_OPENAI_OWN_FIELDS = frozenset({"model", "messages", "tools", "stream", "stream_options"})
+
+
+def _openai_params(
+    host: OpenAIModel, payload: Mapping[str, Any], count: int
+) -> CacheSafeParams | None:
+    """A ``ChatOpenAI`` request as the fork's: its messages (the system message first)
+    stand for the conversation's first ``count``; OpenAI caches every prefix on its own."""
+    messages = payload.get("messages")
+    if not isinstance(messages, list):
+        return None  # the Responses API (``input``): memdir's adapter speaks Chat Completions
+    return CacheSafeParams(
+        model=host,
+        tools=list(payload.get("tools") or ()),
+        params={k: v for k, v in payload.items() if k not in _OPENAI_OWN_FIELDS},
+        wire_messages=list(messages),
+        wire_replaces=count,
+    )
 
 
 def _user_headers(chat_model: Any) -> dict[str, str]:
@@ -828,15 +864,17 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self, capture: _Capture, messages: Sequence[BaseMessage], host: Model | None
     ) -> CacheSafeParams | None:
         """The fork's request: the host's last one, when it can be repeated exactly."""
-        if not isinstance(host, AnthropicModel):
+        if not isinstance(host, AnthropicModel | OpenAIModel):
             return None
         count = len(capture.messages)
         sent = [m.id for m in capture.messages]
         if count > len(messages) or None in sent or sent != [m.id for m in messages[:count]]:
             return None  # the request is not the conversation's start
-        payload = _anthropic_payload(capture)
+        payload = _payload(capture)
         if payload is None or payload.get("model") != host.model:
             return None
+        if isinstance(host, OpenAIModel):
+            return _openai_params(host, payload, count)
         if not (_has_marker(payload) or _reported_cache_use(messages)):
             return None  # the agent caches nothing: there is nothing for a fork to read
         return CacheSafeParams(

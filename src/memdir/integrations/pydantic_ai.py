@@ -30,6 +30,10 @@ adapter's own, thousands of lines to reproduce byte for byte and to follow relea
 release. So a hook on the client's HTTP pool keeps the body of each ``POST …/v1/messages``
 sent while one of this capability's runs has a model request in flight; every other
 request of the client (an agent called from a tool, the fork itself) passes untouched.
+pydantic-ai's ``OpenAIChatModel`` on an ``openai.AsyncOpenAI`` client is recorded the
+same way (``POST …/chat/completions``), and its fork sends that request's messages —
+the system message among them — tools and parameters as they were, then the final
+answer and memdir's prompt; OpenAI caches every prefix without breakpoints.
 
 A fork is shown the agent's tools and no others, so it can only save through one of
 them: ``memory_tool=True`` gives the agent Anthropic's client-side ``memory`` tool over
@@ -38,9 +42,10 @@ planner sends memdir's standalone request). ``cache=True`` (the default) turns o
 pydantic-ai's prompt caching for such models when the agent's settings leave it unset.
 
 Runs are standalone (memdir's own request, windowed, with its own cache) for other
-providers, for a client memdir cannot record (Bedrock, Vertex, a durable-execution
-worker, a ``FallbackModel``), and for a host request with no cache breakpoint at all,
-whose cache holds nothing to read; :attr:`MemdirCapability.fallback_reason` says which.
+providers (the Responses API model among them), for a client memdir cannot record
+(Bedrock, Vertex, a durable-execution worker, a ``FallbackModel``), and for an Anthropic
+request with no cache breakpoint at all, whose cache holds nothing to read;
+:attr:`MemdirCapability.fallback_reason` says which.
 
 The fork talks through the host's client (a copy without retries: memdir retries on its
 own), so close that client only after :meth:`MemdirCapability.drain`.
@@ -458,12 +463,14 @@ which sees what was set then."""
 
 
 async def _record_request(request: Any) -> None:
-    """An HTTP request hook: keep the body of a Messages request a run sent."""
+    """An HTTP request hook: keep the body of a Messages (or Chat Completions) request
+    a run sent."""
     run = _RUN.get()
     if run is None or not run.requesting:
         return
     try:
-        if request.method != "POST" or not request.url.path.endswith("/v1/messages"):
+        path = request.url.path
+        if request.method != "POST" or not path.endswith(("/v1/messages", "/chat/completions")):
             return
         body = json.loads(request.content)
         beta = request.headers.get("anthropic-beta")
@@ -538,8 +545,10 @@ def _has_breakpoint(body: Mapping[str, Any]) -> bool:
     return any(isinstance(p, Mapping) and p.get("cache_control") is not None for p in places)
 
 
-# Parts of the recorded body that CacheSafeParams carries in fields of their own.
+# Parts of the recorded body that CacheSafeParams carries in fields of their own (or, for
+# streaming, that say how the answer comes back, not what the prompt is).
 _OWN_FIELDS = frozenset({"model", "messages", "system", "tools", "stream"})
+_OPENAI_OWN_FIELDS = frozenset({"model", "messages", "tools", "stream", "stream_options"})
 
 
 def _outside_runs(extractor: MemoryExtractor, turn: TurnContext, notify: Notify | None) -> None:
@@ -703,7 +712,7 @@ class MemdirCapability(AbstractCapability[Any]):
         if any(key == "cache" or key.startswith("anthropic_cache") for key in chosen):
             return ModelSettings()
         if _anthropic_client(ctx.model) is None:
-            return ModelSettings()  # memdir shares only Anthropic caches: leave others be
+            return ModelSettings()  # OpenAI caches on its own; others are left as they are
         return ModelSettings(cache=True)
 
     def get_toolset(self) -> AgentToolset[Any] | None:
@@ -782,6 +791,9 @@ class MemdirCapability(AbstractCapability[Any]):
         if run is None:
             return await handler(request_context)
         client = _anthropic_client(request_context.model)
+        if client is None:
+            found = _openai_client(request_context.model)
+            client = found[0] if found is not None else None
         if client is not None:
             _attach(client)
         before = run.sent_count
@@ -912,18 +924,32 @@ class MemdirCapability(AbstractCapability[Any]):
         if step is None:
             return None, "the run made no model request"
         client = _anthropic_client(step.model)
-        if client is None:
-            return None, "the model is not pydantic-ai's AnthropicModel on an AsyncAnthropic"
+        openai = _openai_client(step.model) if client is None else None
+        if client is None and openai is None:
+            return None, (
+                "the model is neither pydantic-ai's AnthropicModel on an AsyncAnthropic "
+                "nor its OpenAIChatModel on an AsyncOpenAI"
+            )
         if step.sent is None:
             return None, "the last request was not seen on its way out"
         body = step.sent.body
         name = body.get("model")
         if not isinstance(name, str):
             return None, "the last request names no model"
-        if not _has_breakpoint(body):
-            return None, "the last request has no cache_control: nothing of it is cached"
         if not 0 < step.history_length <= history_length:
             return None, "the history changed after the last request"
+        if openai is not None:
+            # Chat Completions caches every prefix on its own: the request as sent, its
+            # system message inside, stands for the history it answered.
+            return CacheSafeParams(
+                model=self._host_model(openai[0], name),
+                tools=tuple(body.get("tools") or ()),
+                params={k: v for k, v in body.items() if k not in _OPENAI_OWN_FIELDS},
+                wire_messages=tuple(body["messages"]),
+                wire_replaces=ends[step.history_length - 1],
+            ), None
+        if not _has_breakpoint(body):
+            return None, "the last request has no cache_control: nothing of it is cached"
         params = {k: v for k, v in body.items() if k not in _OWN_FIELDS}
         # A top-level (automatic) breakpoint is left to memdir's own on the last message:
         # markers are no part of the prefix, and memdir's 5-minute one next to an automatic
