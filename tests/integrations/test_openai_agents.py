@@ -901,3 +901,161 @@ def test_items_are_read_once_as_the_conversation_grows(monkeypatch: pytest.Monke
     assert len(conversation) == 1_000
     assert reads <= 2 * len(conversation)  # each item, and the last message again
     assert long_reader.read(conversation) == messages_from_items(conversation)
+
+
+def test_run_hooks_and_agent_hooks_on_one_run_both_fork(tmp_path: Path) -> None:
+    """Two hooks objects see the same model call: each finds its request body."""
+    run_memory, agent_memory = tmp_path / "run", tmp_path / "agent"
+    run_sink, agent_sink = CollectingSink(), CollectingSink()
+    run_hooks = MemdirRunHooks(run_memory, config=ExtractConfig(mode="fork"), sink=run_sink)
+    agent_hooks = MemdirAgentHooks(agent_memory, config=ExtractConfig(mode="fork"), sink=agent_sink)
+
+    def handler(body: dict[str, Any]) -> Message | str:
+        text = json.dumps(body["messages"], ensure_ascii=False)
+        memory = agent_memory if str(agent_memory) in text else run_memory
+        return Script(memory)(body)
+
+    with FakeOpenAIServer(handler=handler, model=MODEL) as server:
+
+        async def main() -> None:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                agent = host_agent(client, agent_hooks)
+                await Runner.run(agent, TURNS[0], hooks=run_hooks)
+                await run_hooks.drain()
+                await agent_hooks.drain()
+
+        asyncio.run(main())
+        server.assert_no_errors()
+
+    assert run_hooks.fallback_reason is None
+    assert agent_hooks.fallback_reason is None
+    assert [r.fields["mode"] for r in run_sink.named("extract.run")] == ["fork"]
+    assert [r.fields["mode"] for r in agent_sink.named("extract.run")] == ["fork"]
+
+
+def test_a_client_per_turn_is_neither_kept_nor_needed_after_its_turn(tmp_path: Path) -> None:
+    """A host that makes (and closes) a client for each turn: memdir's standalone runs use
+    a client of their own, and the hooks keep no closed client alive."""
+    import gc
+    import weakref
+
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="standalone"), sink=sink)
+    clients: list[weakref.ref[AsyncOpenAI]] = []
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> None:
+            conversation: list[TResponseInputItem] = []
+            for text in TURNS:
+                async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                    clients.append(weakref.ref(client))
+                    agent = host_agent(client, hooks)
+                    user: TResponseInputItem = {"role": "user", "content": text}
+                    result = await Runner.run(agent, [*conversation, user], hooks=hooks)
+                    conversation = result.to_input_list()
+                    del agent, result
+                await hooks.drain()  # the run after the client closed
+
+        asyncio.run(main())
+        server.assert_no_errors()
+
+    assert not sink.named("extract.error")
+    assert [r.fields["mode"] for r in sink.named("extract.run")] == ["standalone"] * 3
+    assert_memories(memory, [ANA, DEPLOYS])
+    gc.collect()
+    assert [ref() is None for ref in clients[:-1]] == [True, True]
+
+
+def test_a_run_that_never_ends_is_let_go(tmp_path: Path) -> None:
+    """A run that stops before its final answer (here: past ``max_turns``) never reaches
+    ``on_agent_end``; what the hooks kept of it goes with the run."""
+    import gc
+
+    from agents.exceptions import MaxTurnsExceeded
+
+    memory = tmp_path / "memory"
+    hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="fork"))
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> None:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                with pytest.raises(MaxTurnsExceeded):
+                    await Runner.run(host_agent(client, hooks), TURNS[1], hooks=hooks, max_turns=1)
+
+        asyncio.run(main())
+
+    gc.collect()
+    assert hooks._memory._runs == {}
+    assert hooks.extractor is None  # and no turn was reported
+
+
+def test_a_request_that_forces_a_tool_is_not_forked(tmp_path: Path) -> None:
+    """A last request with a forced ``tool_choice`` would force the memory agent too:
+    the turn is extracted by memdir's own request instead, and still covered."""
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="fork"), sink=sink)
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> None:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                agent = host_agent(client, hooks).clone(
+                    model_settings=ModelSettings(tool_choice="required"),
+                    reset_tool_choice=False,
+                    tool_use_behavior="stop_on_first_tool",
+                )
+                await Runner.run(agent, TURNS[1], hooks=hooks)
+                await hooks.drain()
+
+        asyncio.run(main())
+        server.assert_no_errors()
+
+    assert hooks.fallback_reason is not None
+    assert "tool_choice='required'" in hooks.fallback_reason
+    (run,) = sink.named("extract.run")
+    assert run.fields["mode"] == "standalone"
+    assert run.fields["message_count"] == 3
+
+
+def test_a_body_let_go_during_its_call_is_never_replaced_by_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without request ids, "the one request sent during the call" is trusted only while
+    no body was let go meanwhile: the call's own may be the one that went."""
+    from types import SimpleNamespace
+
+    from memdir.integrations import openai_agents
+
+    monkeypatch.setattr(openai_agents, "_KEPT_BYTES", 100)
+
+    def response(body: bytes) -> Any:
+        request = SimpleNamespace(
+            method="POST", url=SimpleNamespace(path="/v1/chat/completions"), content=body
+        )
+        return SimpleNamespace(request=request, status_code=200, headers={})
+
+    wire = openai_agents._Wire()
+    started = wire.count
+    asyncio.run(wire.record(response(b"x" * 80)))  # this call's request
+    asyncio.run(wire.record(response(b"y" * 80)))  # another's: the first is let go
+    assert wire.claim(None, started) is None
+    later = wire.count
+    asyncio.run(wire.record(response(b"z" * 10)))
+    found = wire.claim(None, later)
+    assert found is not None
+    assert found.body == b"z" * 10
+
+
+def test_a_run_started_from_a_notice_is_the_hosts_own() -> None:
+    from memdir.integrations import openai_agents
+
+    seen: list[bool] = []
+    call = openai_agents._outside(lambda saved: seen.append(openai_agents._OWN.get()))
+    token = openai_agents._OWN.set(True)
+    try:
+        call(MemorySaved(paths=()))
+        assert openai_agents._OWN.get()
+    finally:
+        openai_agents._OWN.reset(token)
+    assert seen == [False]

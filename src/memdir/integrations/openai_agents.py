@@ -27,8 +27,9 @@ final answer (by the ``x-request-id`` the server answered with, which the SDK pu
 its ``ModelResponse``). The fork sends those messages, tools and parameters unchanged —
 the ``prompt_cache_key`` the runner chose included, so it lands on the host's cache
 machine — then the answer as the SDK writes it into the next request, then memdir's
-prompt. Nothing of the agent is changed, and a turn costs the host what it added: the
-body is parsed once, the answer converted, and only new messages are read.
+prompt. Nothing of the agent is changed. At a turn's end the host's loop parses that one
+body (a C-speed JSON parse: a few milliseconds for thousands of items), converts the
+final answer and reads only the messages new since the last turn; nothing is rebuilt.
 
 What stays standalone, and why (:attr:`MemdirRunHooks.fallback_reason` says which):
 
@@ -37,7 +38,10 @@ What stays standalone, and why (:attr:`MemdirRunHooks.fallback_reason` says whic
   ``/v1/responses`` request's prefix. The conversation is then read from the input
   items (:func:`messages_from_items`), each item once.
 - A last request the pool did not show: a client without an HTTP pool memdir can hook,
-  or a server that names no ``x-request-id`` while other requests are in flight.
+  a ``RunConfig`` that picks another client than the one given here, a server that
+  names no ``x-request-id`` while other requests are in flight, or a body let go
+  before its call ended (a pool keeps at most 64 unclaimed bodies, 64 MiB, 15 minutes).
+- A last request that forces ``tool_choice``: the memory agent must choose its own tools.
 
 One hooks object follows one conversation: give each session its own. The conversation
 is what the last model call was sent, so with server-managed state
@@ -59,7 +63,7 @@ import re
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -87,7 +91,7 @@ except ModuleNotFoundError as exc:
     ) from exc
 
 from memdir.errors import UsageError
-from memdir.extract import ExtractConfig, MemoryExtractor, Notify, TurnContext
+from memdir.extract import ExtractConfig, MemoryExtractor, MemorySaved, Notify, TurnContext
 from memdir.fork import CacheSafeParams
 from memdir.messages import (
     AnyMessage,
@@ -587,12 +591,19 @@ class _Wire:
 
     Its response hook runs on the host's loop for each response, before the SDK reads it:
     it keeps a reference to the request's body and nothing else, so the host pays nothing
-    per request but a dictionary entry."""
+    per request but a dictionary entry. Requests are numbered as they come, so that "sent
+    since this call started" never depends on the clock."""
 
     def __init__(self) -> None:
+        self.count = 0
+        """Requests recorded so far: a call notes it when it starts."""
         self._sent: OrderedDict[int, _Sent] = OrderedDict()
-        self._count = 0
         self._bytes = 0
+        self._dropped = 0
+        """The number of the latest request let go unclaimed."""
+        self._claimed: OrderedDict[str, _Sent] = OrderedDict()
+        """Bodies claimed by id, a few, for another hooks object of the same run (run
+        hooks and agent hooks both) to find too."""
 
     async def record(self, response: Any) -> None:
         if _OWN.get():
@@ -609,9 +620,9 @@ class _Wire:
             return
         if not isinstance(body, bytes):
             return
-        self._count += 1
+        self.count += 1
         now = time.time()
-        self._sent[self._count] = _Sent(body=body, request_id=request_id, at=now)
+        self._sent[self.count] = _Sent(body=body, request_id=request_id, at=now)
         self._bytes += len(body)
         while len(self._sent) > 1:
             oldest = next(iter(self._sent.values()))
@@ -621,21 +632,29 @@ class _Wire:
                 and now - oldest.at < _KEPT_SECONDS
             ):
                 break
-            self._drop(next(iter(self._sent)))
+            self._dropped = next(iter(self._sent))
+            self._drop(self._dropped)
 
-    def _drop(self, key: int) -> _Sent:
-        sent = self._sent.pop(key)
+    def _drop(self, number: int) -> _Sent:
+        sent = self._sent.pop(number)
         self._bytes -= len(sent.body)
         return sent
 
-    def claim(self, request_id: str | None, since: float) -> _Sent | None:
+    def claim(self, request_id: str | None, after: int) -> _Sent | None:
         """The request a model call answered by ``request_id`` sent; without an id (a
-        server that sends none), the one request sent since ``since`` if it is alone."""
+        server that sends none), the one request recorded after number ``after`` (when the
+        call started), if it is alone and none was let go meanwhile."""
         if request_id is not None:
-            for key, sent in reversed(self._sent.items()):
+            for number, sent in reversed(self._sent.items()):
                 if sent.request_id == request_id:
-                    return self._drop(key)
-        candidates = [k for k, sent in self._sent.items() if sent.at >= since]
+                    self._claimed[request_id] = self._drop(number)
+                    while len(self._claimed) > 8:
+                        self._claimed.popitem(last=False)
+                    return sent
+            return self._claimed.get(request_id)
+        if self._dropped > after:
+            return None  # the call's own request may be the one let go
+        candidates = [n for n in self._sent if n > after]
         if len(candidates) != 1 or self._sent[candidates[0]].request_id is not None:
             return None
         return self._drop(candidates[0])
@@ -706,6 +725,8 @@ class _Call:
     items: list[Any]
     started_at: float
     wire: _Wire | None
+    recorded_before: int
+    """Requests the wire had recorded when the call started."""
     response: ModelResponse | None = None
     sent: _Sent | None = None
 
@@ -717,7 +738,6 @@ class _HostRequest:
     messages: Sequence[AnyMessage]
     """Chat Completions messages as the SDK wrote them (``chat``), else memdir's."""
     params: CacheSafeParams | None
-    host_model: Model | None
     fallback: str | None = None
     chat: bool = False
 
@@ -726,7 +746,9 @@ class _HostRequest:
 class _RunState:
     """What one run of the runner left in the hooks."""
 
-    context: object = None
+    usage: Callable[[], object] = lambda: None
+    """The run's ``Usage`` object, weakly where it can be: a run that never ends (it
+    failed, was cancelled, or another agent finished it) is let go with it."""
     tool_outputs: dict[str, object] = field(default_factory=dict)
     call: _Call | None = None
 
@@ -766,7 +788,9 @@ class _Memory:
         """Per run, by its ``Usage`` object: the one thing the runner shares between the
         ``RunContextWrapper`` of the model hooks and the ``AgentHookContext`` of the end
         hook, so that concurrent runs through one hooks object never mix."""
-        self._fork_models: dict[tuple[int, str], tuple[object, OpenAIModel]] = {}
+        self._fork_model_of: tuple[object, str, OpenAIModel] | None = None
+        """memdir's model on the host's latest client and model name: one, so that a host
+        that makes a client per turn does not keep them all."""
         self._items = _ItemsReader()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tool_context: ToolContext | None = None
@@ -801,20 +825,28 @@ class _Memory:
         items: Sequence[Any],
     ) -> None:
         run = self._state(context)
+        wire = self.watch(agent)
         run.call = _Call(
             agent=agent,
             system=system,
             items=list(items),
             started_at=time.time(),
-            wire=self.watch(agent),
+            wire=wire,
+            recorded_before=wire.count if wire is not None else 0,
         )
 
     def _state(self, context: object) -> _RunState:
         usage = getattr(context, "usage", context)
-        run = self._runs.get(id(usage))
-        if run is None or run.context is not usage:
-            run = self._runs[id(usage)] = _RunState(context=usage)
-            while len(self._runs) > 256:  # runs that failed never end: drop the oldest
+        key = id(usage)
+        run = self._runs.get(key)
+        if run is None or run.usage() is not usage:
+            run = self._runs[key] = _RunState()
+            try:
+                run.usage = weakref.ref(usage)
+                weakref.finalize(usage, self._runs.pop, key, None)
+            except TypeError:  # not weakly referable: held, and bounded below
+                run.usage = functools.partial(_same_object, usage)
+            while len(self._runs) > 256:  # runs that never end: drop the oldest
                 del self._runs[next(iter(self._runs))]
         return run
 
@@ -825,7 +857,7 @@ class _Memory:
             return
         call.response = response
         if call.wire is not None:
-            call.sent = call.wire.claim(response.request_id, call.started_at)
+            call.sent = call.wire.claim(response.request_id, call.recorded_before)
 
     def tool_ended(self, context: object, result: object) -> None:
         call_id = getattr(context, "tool_call_id", None)
@@ -858,7 +890,7 @@ class _Memory:
     def _report(self, turn: _HostRequest, call: _Call, agent: Agent[Any]) -> None:
         extractor = self.extractor
         if extractor is None:
-            extractor = self.extractor = self._new_extractor(self._own_model(turn, agent))
+            extractor = self.extractor = self._new_extractor(self._own_model(agent))
         self._loop = asyncio.get_running_loop()
         report = TurnContext(
             messages=tuple(turn.messages),
@@ -888,11 +920,10 @@ class _Memory:
                 out.append({"call_id": call_id, "output": output, "type": "function_call_output"})
         return out
 
-    def _own_model(self, turn: _HostRequest, agent: Agent[Any]) -> Model:
-        """The extractor's model when none was given: the host's own, through its client,
-        else ``$MEMDIR_MODEL``, else the offline model."""
-        if turn.host_model is not None:
-            return turn.host_model
+    def _own_model(self, agent: Agent[Any]) -> Model:
+        """The extractor's model when none was given: the agent's model and endpoint, on
+        a client of memdir's own (the extractor outlives any one turn, and a host may
+        close its client after each), else ``$MEMDIR_MODEL``, else the offline model."""
         try:
             sdk_model = _sdk_turn_preparation().get_model(agent, self._config())
             client = getattr(sdk_model, "_client", None)
@@ -900,7 +931,7 @@ class _Memory:
             from openai import AsyncOpenAI
 
             if isinstance(client, AsyncOpenAI) and isinstance(name, str):
-                return OpenAIModel(name, client=client.with_options(max_retries=0))
+                return OpenAIModel(name, api_key=client.api_key, base_url=str(client.base_url))
         except Exception as exc:
             _log.debug("memdir: the agent's model is not usable for memory: %s", exc)
         return resolve_model(os.environ.get("MEMDIR_MODEL") or "offline")
@@ -910,7 +941,7 @@ class _Memory:
     def _items_turn(self, call: _Call, final: list[Any], why: str) -> _HostRequest:
         """A standalone turn read from the input items (the Responses API, other models)."""
         messages = self._items.read([*call.items, *final])
-        return _HostRequest(messages=messages, params=None, host_model=None, fallback=why)
+        return _HostRequest(messages=messages, params=None, fallback=why)
 
     def _host_request(self, call: _Call, final: list[Any]) -> _HostRequest:
         found = _chat_model(call.agent, self._config())
@@ -923,7 +954,6 @@ class _Memory:
                 "client: memdir's OpenAI adapter cannot send its request's prefix",
             )
         sdk_model, client = found
-        fork_model = self._fork_model(sdk_model.model, client)
         answer = _as_chat(final, sdk_model, client)
         if call.sent is None:
             # The conversation as the SDK writes it, so that its messages keep their ids
@@ -932,10 +962,10 @@ class _Memory:
             return _HostRequest(
                 messages=[*sent, *answer],
                 params=None,
-                host_model=fork_model,
                 chat=True,
-                fallback="the last request was not seen on its way out (a server that "
-                "names no x-request-id, with other requests in flight)",
+                fallback="the last request was not seen on its way out (a client whose "
+                "HTTP pool memdir cannot hook, a server that names no x-request-id while "
+                "other requests are in flight, or a body let go before its call ended)",
             )
         body = json.loads(call.sent.body)
         recorded = body.get("messages")
@@ -943,8 +973,17 @@ class _Memory:
             raise UsageError("the recorded request has no messages")
         offset = 1 if call.system and recorded and recorded[0].get("role") == "system" else 0
         conversation = [*recorded[offset:], *answer]
+        choice = body.get("tool_choice")
+        if choice not in (None, "auto"):
+            return _HostRequest(
+                messages=conversation,
+                params=None,
+                chat=True,
+                fallback=f"the last request forces tool_choice={choice!r}: the memory agent "
+                "must choose its own tools",
+            )
         params = CacheSafeParams(
-            model=fork_model,
+            model=self._fork_model(sdk_model.model, client),
             tools=list(body.get("tools") or ()),
             params={k: v for k, v in body.items() if k not in _NOT_PARAMS},
             # What the host sent, then its answer as its next request will send it: the
@@ -952,17 +991,16 @@ class _Memory:
             wire_messages=[*recorded, *answer],
             wire_replaces=len(conversation),
         )
-        return _HostRequest(messages=conversation, params=params, host_model=fork_model, chat=True)
+        return _HostRequest(messages=conversation, params=params, chat=True)
 
     def _fork_model(self, name: str, client: Any) -> OpenAIModel:
-        """memdir's model for the host's client and model name (one per pair)."""
-        key = (id(client), name)
-        known = self._fork_models.get(key)
-        if known is not None and known[0] is client:
-            return known[1]
+        """memdir's model for the host's client and model name."""
+        known = self._fork_model_of
+        if known is not None and known[0] is client and known[1] == name:
+            return known[2]
         # memdir retries on its own: one attempt per call from the client.
         model = OpenAIModel(name, client=client.with_options(max_retries=0))
-        self._fork_models[key] = (client, model)
+        self._fork_model_of = (client, name, model)
         return model
 
     # --- memory tools for the host -----------------------------------------------------------
@@ -1031,16 +1069,34 @@ class _Memory:
     def drain_sync(self, timeout: float) -> None:
         # ``Runner.run_sync`` runs on the thread's default loop, which stays between calls:
         # the memory runs are tasks there, and move only while it runs.
+        deadline = time.monotonic() + timeout
         loop = self._loop
         if loop is not None and not loop.is_closed() and not loop.is_running():
             loop.run_until_complete(self.drain(timeout))
         if self.extractor is not None:
-            self.extractor.drain_sync(timeout)
+            self.extractor.drain_sync(max(0.0, deadline - time.monotonic()))
 
 
 def _as_own(extractor: MemoryExtractor, turn: TurnContext, notify: Notify | None) -> None:
     _OWN.set(True)
-    extractor.on_turn_end(turn, notify=notify)
+    extractor.on_turn_end(turn, notify=_outside(notify) if notify is not None else None)
+
+
+def _outside(notify: Notify) -> Notify:
+    """``notify`` run as the host's code again: a run it starts is the host's own."""
+
+    def call(saved: MemorySaved) -> None:
+        token = _OWN.set(False)
+        try:
+            notify(saved)
+        finally:
+            _OWN.reset(token)
+
+    return call
+
+
+def _same_object(value: object) -> object:
+    return value
 
 
 def _hidden_part(md: MemoryDir, path: str, cwd: str) -> bool:
