@@ -47,30 +47,34 @@ def _texts(request: ModelRequest) -> Iterable[str]:
         yield message.text
 
 
-def saving_model(latency: float = 0.0, block: Any = None, started: Any = None) -> FunctionModel:
+def saving_model(
+    latency: float = 0.0, block: Any = None, started: Any = None, block_on: str | None = None
+) -> FunctionModel:
     """Saves one memory per run, named after the newest turn the run sees.
 
     ``latency``: the model's fixed think time. ``started`` (a multiprocessing Event) is
     set when a request arrives; ``block`` (another) makes the model wait for it first,
-    so a test can kill or outrun the process mid-run.
+    so a test can kill or outrun the process mid-run. ``block_on``: only the requests
+    for sessions of that directory (``{dir}.s{n}``) are held; the others go through.
     """
 
     async def answer(request: ModelRequest) -> Message | str:
-        if started is not None:
-            started.set()
-        if block is not None:
-            await asyncio.to_thread(block.wait)
-        if latency:
-            await asyncio.sleep(latency)  # the model's think time, not a wait on us
         texts = list(_texts(request))
-        if any(m.role == "assistant" and m.tool_uses for m in request.messages):
-            return "Saved."
-        where = next((m.group(1) for t in texts if (m := _DIR_RE.search(t))), None)
         turn = None
         for text in texts:
             for line in text.splitlines():
                 if found := _TURN_RE.match(line.strip()):
                     turn = (found.group(1), int(found.group(2)))
+        held = block_on is None or (turn is not None and turn[0].startswith(f"{block_on}."))
+        if held and started is not None:
+            started.set()
+        if held and block is not None:
+            await asyncio.to_thread(block.wait)
+        if latency:
+            await asyncio.sleep(latency)  # the model's think time, not a wait on us
+        if any(m.role == "assistant" and m.tool_uses for m in request.messages):
+            return "Saved."
+        where = next((m.group(1) for t in texts if (m := _DIR_RE.search(t))), None)
         if where is None or turn is None:
             return "Nothing to save."
         session, k = turn
@@ -88,13 +92,14 @@ def saving_model(latency: float = 0.0, block: Any = None, started: Any = None) -
     return FunctionModel(answer, name="function:saver")
 
 
-def produce(dsn: str, dirs: list[str], sessions: int, turns: int) -> None:
-    """One producer process: every turn of its directories' sessions, in order."""
+def produce(dsn: str, dirs: list[str], sessions: int, turns: int, first: int = 1) -> None:
+    """One producer process: every turn of its directories' sessions, in order, from
+    turn ``first`` (the ones before it were recorded already)."""
     from memdir.queue import QueueExtractor
 
     hosts = {d: QueueExtractor(dsn, d) for d in dirs}
     convs = {(d, s): conversation(f"{d}.s{s}", turns) for d in dirs for s in range(sessions)}
-    for k in range(1, turns + 1):
+    for k in range(first, turns + 1):
         for (d, s), conv in convs.items():
             recorded = hosts[d].on_turn_end(
                 TurnContext(messages=conv[: 2 * k], session_id=f"{d}.s{s}")
@@ -114,12 +119,17 @@ def work(
     block: Any = None,
     started: Any = None,
     scratch: str | None = None,
+    block_on: str | None = None,
+    events: str | None = None,
 ) -> None:
     """One worker process, until SIGTERM (``wait``) or until the queue is empty;
-    ``scratch``: where its working copies go (a killed worker cannot remove its own)."""
+    ``scratch``: where its working copies go (a killed worker cannot remove its own);
+    ``events``: a JSONL file for its telemetry (each line written whole, so what it
+    reported survives a SIGKILL)."""
     from memdir.queue import QueueWorker, WorkerSettings
+    from memdir.telemetry import JsonlSink
 
-    model = saving_model(latency, block=block, started=started)
+    model = saving_model(latency, block=block, started=started, block_on=block_on)
     settings = WorkerSettings(
         dsn=dsn,
         models=lambda _name: model,
@@ -129,6 +139,7 @@ def work(
         poll_interval=0.5,
         heartbeat_interval=0.5,
         scratch=Path(scratch) if scratch is not None else None,
+        sink=JsonlSink(events) if events is not None else None,
     )
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     asyncio.run(QueueWorker(settings).run(wait=wait))

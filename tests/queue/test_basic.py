@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import asyncio
 
-import psycopg
 import pytest
+
+pytest.importorskip("procrastinate", reason="the [postgres] extra is not installed")
+pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
+
+import psycopg
 
 from memdir.extract import TurnContext
 from memdir.queue import QueueExtractor, QueueWorker, WorkerSettings, export_dir, queue_status
+from memdir.telemetry import CollectingSink, Sink
 from tests.queue._helpers import CONFIG, conversation, memory_name, one, saving_model
 
 
-def _worker(dsn: str, **kw) -> QueueWorker:
+def _worker(dsn: str, sink: Sink | None = None, **kw) -> QueueWorker:
     model = saving_model(**kw)
-    return QueueWorker(WorkerSettings(dsn=dsn, models=lambda _n: model, config=CONFIG))
+    return QueueWorker(WorkerSettings(dsn=dsn, models=lambda _n: model, config=CONFIG, sink=sink))
 
 
 def test_turns_coalesce_into_one_job_and_one_run(pg_dsn, tmp_path):
@@ -75,17 +80,19 @@ def test_a_zombie_commit_is_refused(pg_dsn):
     conv = conversation("s1", 1)
     host.on_turn_end(TurnContext(messages=conv, session_id="s1"))
     host.close()
+    zombie_events, fresh_events = CollectingSink(), CollectingSink()
 
     async def scenario() -> None:
         import threading
 
         started, release = threading.Event(), threading.Event()
-        zombie = _worker(pg_dsn, started=started, block=release)
+        zombie = _worker(pg_dsn, sink=zombie_events, started=started, block=release)
         late = asyncio.create_task(zombie.extract("dir-z"))
         await asyncio.to_thread(started.wait)
         # Presumed dead: another worker runs the directory and commits first.
-        fresh = await _worker(pg_dsn).extract("dir-z")
+        fresh = await _worker(pg_dsn, sink=fresh_events).extract("dir-z")
         assert fresh.committed
+        assert fresh.memories == (memory_name("s1", 1),)
         release.set()
         refused = await late
         assert refused.conflict
@@ -95,6 +102,14 @@ def test_a_zombie_commit_is_refused(pg_dsn):
     with psycopg.connect(pg_dsn) as conn:
         assert conn.execute("SELECT generation FROM memdir_dirs").fetchone() == (1,)
         assert conn.execute("SELECT count(*) FROM memdir_runs").fetchone() == (1,)
+    # Only what was committed is reported saved; the zombie's run is reported discarded.
+    assert [e.fields["path"] for e in fresh_events.events if e.name == "queue.memory_saved"] == [
+        memory_name("s1", 1)
+    ]
+    assert "queue.memory_saved" not in zombie_events.names()
+    [late_run] = [e for e in zombie_events.events if e.name == "extract.run"]
+    assert late_run.fields["discarded"] is True
+    assert zombie_events.names()[-1] == "extract.conflict"
 
 
 @pytest.mark.parametrize("use_async", [False, True])
@@ -173,3 +188,55 @@ def test_a_rewound_conversation_replaces_what_was_shipped(pg_dsn):
     with psycopg.connect(pg_dsn) as conn:
         uuids = [u for (u,) in conn.execute("SELECT uuid FROM memdir_messages ORDER BY seq")]
     assert uuids == ["s1-u1", "s1-a1", "t1-u1", "t1-a1"]
+
+
+def test_the_turns_rows_and_its_job_commit_together(pg_dsn):
+    """A defer that fails takes the turn's messages and pending row with it (nothing
+    pending without a job to run it), and the next turn ships them again."""
+    sink = CollectingSink()
+    host = QueueExtractor(pg_dsn, "dir-tx", sink=sink)
+    conv = conversation("s1", 2)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'no job today'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON procrastinate_jobs "
+            "FOR EACH ROW EXECUTE FUNCTION refuse()"
+        )
+        assert host.on_turn_end(TurnContext(messages=conv[:2], session_id="s1")) is None
+        assert "no job today" in sink.events[-1].fields["reason"]
+        for table in ("memdir_messages", "memdir_pending", "memdir_sessions"):
+            assert one(conn, f"SELECT count(*) FROM {table}") == (0,), table
+        conn.execute("DROP TRIGGER refuse ON procrastinate_jobs")
+        recorded = host.on_turn_end(TurnContext(messages=conv, session_id="s1"))
+        host.close()
+        assert recorded is not None
+        assert (recorded.shipped, recorded.enqueued) == (4, True)
+        assert one(conn, "SELECT count(*) FROM memdir_messages") == (4,)
+        assert one(conn, "SELECT count(*) FROM procrastinate_jobs") == (1,)
+
+
+def test_the_host_takes_the_local_extractors_calls(pg_dsn):
+    """``notify`` and ``drain`` as :class:`~memdir.MemoryExtractor` has them, so a host
+    switches backends by changing one constructor."""
+    notices: list[object] = []
+    host = QueueExtractor(pg_dsn, "dir-api")
+    conv = conversation("s1", 2)
+    assert host.on_turn_end(TurnContext(messages=conv[:2], session_id="s1"), notify=notices.append)
+    host.drain_sync()
+
+    async def later() -> None:
+        recorded = await host.aon_turn_end(
+            TurnContext(messages=conv, session_id="s1"), notify=notices.append
+        )
+        assert recorded is not None
+        await host.drain()
+        await host.aclose()
+
+    asyncio.run(later())
+    host.close()
+    assert notices == []  # memories are saved later, on a worker, and reported there
+    with psycopg.connect(pg_dsn) as conn:
+        assert one(conn, "SELECT count(*) FROM memdir_messages") == (4,)

@@ -11,6 +11,11 @@ import sys
 from pathlib import Path
 
 import click
+import pytest
+
+pytest.importorskip("procrastinate", reason="the [postgres] extra is not installed")
+pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
+
 import psycopg
 from click.testing import CliRunner
 

@@ -7,6 +7,11 @@ import datetime
 import json
 from typing import Any
 
+import pytest
+
+pytest.importorskip("procrastinate", reason="the [postgres] extra is not installed")
+pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
+
 import psycopg
 
 from memdir.extract import ExtractConfig, TurnContext
@@ -233,3 +238,192 @@ def test_the_sweeper_defers_a_job_for_pending_turns_that_have_none(pg_dsn):
     assert [e.fields["dir_id"] for e in sink.events if e.name == "queue.redeferred"] == ["dir-s"]
     with psycopg.connect(pg_dsn) as conn:
         assert one(conn, "SELECT cursor_uuid FROM memdir_sessions") == ("s1-a1",)
+
+
+def _always_failing() -> FunctionModel:
+    async def answer(request: ModelRequest) -> Any:
+        raise RuntimeError("529 overloaded (injected)")
+
+    return FunctionModel(answer, name="function:down")
+
+
+def _take_job(conn: Any, job_id: int, worker_id: int | None = None) -> None:
+    """Put a job in the state a worker's fetch leaves it in: 'doing', holding the lock."""
+    conn.execute(
+        "UPDATE procrastinate_jobs SET status = 'doing', worker_id = %s WHERE id = %s",
+        (worker_id, job_id),
+    )
+
+
+def test_a_retry_waits_its_backoff_even_behind_a_queued_turn(pg_dsn):
+    host = QueueExtractor(pg_dsn, "dir-b")
+    conv = conversation("s1", 3)
+    host.on_turn_end(TurnContext(messages=conv[:2], session_id="s1"))
+    sink = CollectingSink()
+    worker = QueueWorker(
+        WorkerSettings(
+            dsn=pg_dsn,
+            models=lambda _n: _always_failing(),
+            config=CONFIG,
+            backoff_base_seconds=20.0,
+            backoff_max_seconds=100.0,
+            sweep_cron=None,
+            sink=sink,
+        )
+    )
+    # procrastinate's own retry would run into the queueing lock of the job behind it.
+    assert worker.app.tasks["memdir.extract"].retry_strategy is None
+
+    def todo(conn: Any) -> list[tuple[int, float]]:
+        """The waiting jobs, and how many seconds from now each may start."""
+        return [
+            (int(i), float(wait))
+            for i, wait in conn.execute(
+                "SELECT id, extract(epoch FROM coalesce(scheduled_at, now()) - now()) "
+                "FROM procrastinate_jobs WHERE status = 'todo' ORDER BY id"
+            )
+        ]
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        [(first, _)] = todo(conn)
+        _take_job(conn, first)
+        # A turn arrives during the run: its job waits behind the running one.
+        recorded = host.on_turn_end(TurnContext(messages=conv[:4], session_id="s1"))
+        assert recorded is not None
+        assert recorded.enqueued
+        [(behind, wait)] = todo(conn)
+        assert wait <= 0
+        # The run fails: the job already waiting is the retry, and waits the backoff.
+        assert [o.outcome for o in asyncio.run(worker.extract("dir-b")).sessions] == ["failed"]
+        [(again, wait)] = todo(conn)
+        assert again == behind
+        assert 15 < wait <= 20
+        # The next attempt, from a running job with nothing behind it: a new job, twice
+        # as late.
+        conn.execute("DELETE FROM procrastinate_jobs WHERE id = %s", (first,))
+        _take_job(conn, behind)
+        asyncio.run(worker.extract("dir-b"))
+        [(retry, wait)] = todo(conn)
+        assert retry not in (first, behind)
+        assert 35 < wait <= 40
+    host.close()
+    delays = [e.fields["delay_seconds"] for e in sink.events if e.name == "extract.retry_deferred"]
+    assert delays == [20.0, 40.0]
+    [failing] = queue_status(pg_dsn).failing
+    assert failing["attempts"] == 2
+
+
+def test_a_job_that_raises_is_failed_with_its_reason(pg_dsn):
+    host = QueueExtractor(pg_dsn, "dir-x")
+    host.on_turn_end(TurnContext(messages=conversation("s1", 1), session_id="s1"))
+    host.close()
+
+    def no_model(_name: str | None) -> FunctionModel:
+        raise RuntimeError("no model configured (injected)")
+
+    sink = CollectingSink()
+    worker = QueueWorker(
+        WorkerSettings(dsn=pg_dsn, models=no_model, config=CONFIG, sweep_cron=None, sink=sink)
+    )
+    asyncio.run(worker.run(wait=False, install_signal_handlers=False))
+    status = queue_status(pg_dsn)
+    assert status.jobs == {"failed": 1}
+    assert status.pending_sessions == 1  # the turn is kept, for the sweeper to defer again
+    [failed] = status.failed_jobs
+    assert failed["dir_id"] == "dir-x"
+    assert failed["reason"] == "RuntimeError: no model configured (injected)"
+    assert [e.fields["dir_id"] for e in sink.events if e.name == "queue.job_failed"] == ["dir-x"]
+    from memdir._cli._queue import _render
+
+    assert "dir-x: RuntimeError: no model configured" in _render(status)
+
+
+def test_a_turn_queued_behind_a_dead_job_runs_once_the_sweeper_fails_it(pg_dsn):
+    host = QueueExtractor(pg_dsn, "dir-k")
+    conv = conversation("s1", 2)
+    host.on_turn_end(TurnContext(messages=conv[:2], session_id="s1"))
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        (dead,) = one(
+            conn,
+            "INSERT INTO procrastinate_workers (last_heartbeat) "
+            "VALUES (now() - interval '1 hour') RETURNING id",
+        )
+        (job,) = one(conn, "SELECT id FROM procrastinate_jobs")
+        _take_job(conn, job, dead)
+    recorded = host.on_turn_end(TurnContext(messages=conv, session_id="s1"))
+    host.close()
+    assert recorded is not None
+    assert recorded.enqueued  # queued behind the dead one
+    model = saving_model()
+    worker = QueueWorker(WorkerSettings(dsn=pg_dsn, models=lambda _n: model, config=CONFIG))
+
+    async def heal() -> tuple[int, int]:
+        async with worker.app.open_async():
+            healed = await sweep(worker.app, pg_dsn)
+        await run_until_drained(worker, pg_dsn)
+        return healed
+
+    assert asyncio.run(heal()) == (1, 0)  # failed; the turn behind it had its own job
+    with psycopg.connect(pg_dsn) as conn:
+        assert one(conn, "SELECT cursor_uuid FROM memdir_sessions") == ("s1-a2",)
+        assert one(conn, "SELECT from_seq, to_seq FROM memdir_runs") == (1, 4)
+    [failed] = queue_status(pg_dsn).failed_jobs
+    assert failed["reason"].startswith("stalled")
+
+
+def test_the_worker_reports_as_one_machine_does(pg_dsn, tmp_path):
+    """The same turns through the local extractor and through the queue give the same
+    events: throttled, a run, a turn the host saved itself (checked before the throttle)."""
+    from memdir.extract import MemoryExtractor
+
+    config = ExtractConfig(skip_index=True, mode="standalone", every_n_turns=2)
+    root = tmp_path / "memory"
+    conv = conversation("s1", 2)
+    conv += [
+        Message.user("turn s1 3", uuid="s1-u3"),
+        Message(
+            role="assistant",
+            uuid="s1-a3",
+            content=(
+                ToolUseBlock(
+                    id="w", name="Write", input={"file_path": f"{root}/x.md", "content": "x"}
+                ),
+            ),
+        ),
+    ]
+    turns = [conv[:2], conv[:4], conv]
+
+    local = CollectingSink()
+    extractor = MemoryExtractor(root, saving_model(), config, sink=local)
+    for messages in turns:
+        extractor.on_turn_end(TurnContext(messages=messages, session_id="s1"))
+        extractor.drain_sync()
+    extractor.close()
+
+    queued = CollectingSink()
+    model = saving_model()
+    worker = QueueWorker(
+        WorkerSettings(dsn=pg_dsn, models=lambda _n: model, config=config, sink=queued)
+    )
+    host = QueueExtractor(pg_dsn, "dir-m", memory_root=root)
+    for messages in turns:
+        host.on_turn_end(TurnContext(messages=messages, session_id="s1"))
+        asyncio.run(worker.extract("dir-m"))
+    host.close()
+
+    mine = [e for e in queued.events if e.name in {e.name for e in local.events}]
+    assert (
+        [e.name for e in mine]
+        == [e.name for e in local.events]
+        == [
+            "extract.throttled",
+            "extract.run",
+            "extract.skipped_direct_write",
+        ]
+    )
+    for theirs, ours in zip(local.events, mine, strict=True):
+        assert set(ours.fields) == set(theirs.fields) | {"dir_id", "session"}
+        assert (ours.fields["dir_id"], ours.fields["session"]) == ("dir-m", "s1")
+    throttled, _, skipped = zip(local.events, mine, strict=True)
+    assert throttled[0].fields == {k: throttled[1].fields[k] for k in throttled[0].fields}
+    assert skipped[0].fields == {k: skipped[1].fields[k] for k in skipped[0].fields}

@@ -35,3 +35,17 @@ def test_without_the_extra_the_error_names_it():
     )
     assert result.returncode == 0, result.stderr
     assert "memdir[postgres]" in result.stdout
+
+
+def test_without_the_extra_the_commands_say_so_in_one_line():
+    result = _python(
+        "import sys\n"
+        "sys.modules['procrastinate'] = None\n"
+        "sys.modules['psycopg'] = None\n"
+        "from memdir.cli import main\n"
+        "main(['queue', 'status', '--db', 'host=127.0.0.1'])\n"
+    )
+    assert result.returncode == 2
+    assert "memdir[postgres]" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

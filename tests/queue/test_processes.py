@@ -8,18 +8,25 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import multiprocessing
 import os
 import signal
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
+
+import pytest
+
+pytest.importorskip("procrastinate", reason="the [postgres] extra is not installed")
+pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
 
 import psycopg
 
-from memdir.queue import QueueWorker, WorkerSettings, sweep
+from memdir.queue import QueueWorker, WorkerSettings, export_dir, queue_status, sweep
+from memdir.telemetry import CollectingSink
 from tests.queue._helpers import (
     CONFIG,
-    drained,
     memory_name,
     one,
     produce,
@@ -42,6 +49,31 @@ def _stop(processes: Sequence[multiprocessing.process.BaseProcess]) -> None:
         if process.is_alive():
             process.kill()
             process.join()
+
+
+def _run_overlaps(logs: Sequence[Path]) -> Iterator[str]:
+    """Runs of one directory that were under way at the same time, refused ones too,
+    from the workers' own events (each run's ``extract.started`` to its
+    ``extract.committed`` or ``extract.conflict``): the lock's promise, seen apart from
+    the generation, which would only refuse the second commit."""
+    opened: dict[tuple[str, str], list[str]] = {}
+    spans: dict[str, list[tuple[str, str]]] = {}
+    for log in logs:
+        for line in log.read_text().splitlines():
+            record = json.loads(line)
+            name, fields = record["event"], record["fields"]
+            key = (fields.get("worker", ""), fields.get("dir_id", ""))
+            if name == "extract.started":
+                opened.setdefault(key, []).append(record["ts"])
+            elif name in ("extract.committed", "extract.conflict"):
+                if name == "extract.conflict":
+                    yield f"{key[1]}: a commit by {key[0]} was refused"
+                spans.setdefault(key[1], []).append((opened[key].pop(0), record["ts"]))
+    for dir_id, chain in spans.items():
+        chain.sort()
+        for (_, end), (start, _) in itertools.pairwise(chain):
+            if start < end:  # the same clock, to the millisecond: equal is in order
+                yield f"{dir_id}: a run started at {start}, before {end}"
 
 
 def _check_runs(dsn: str, sessions: dict[tuple[str, str], int]) -> Iterator[str]:
@@ -84,10 +116,18 @@ def _check_runs(dsn: str, sessions: dict[tuple[str, str], int]) -> Iterator[str]
             yield f"{dir_id}/{session}: cursor {cursors.get((dir_id, session))}"
 
 
-def _run_load(dsn: str, dirs: int, sessions: int, turns: int, producers: int, workers: int):
+def _run_load(
+    dsn: str, logs: Path, dirs: int, sessions: int, turns: int, producers: int, workers: int
+):
     names = [f"d{i:02d}" for i in range(dirs)]
+    events = [logs / f"w{i}.jsonl" for i in range(workers)]
     started = [
-        _spawn.Process(target=work, args=(dsn, f"w{i}", 0.002, 4), daemon=True)
+        _spawn.Process(
+            target=work,
+            args=(dsn, f"w{i}", 0.002, 4),
+            kwargs={"events": str(events[i])},
+            daemon=True,
+        )
         for i in range(workers)
     ]
     feeding = [
@@ -104,29 +144,42 @@ def _run_load(dsn: str, dirs: int, sessions: int, turns: int, producers: int, wo
     finally:
         _stop(started)
     expected = {(d, f"{d}.s{s}"): turns for d in names for s in range(sessions)}
-    return list(_check_runs(dsn, expected))
+    return list(_run_overlaps(events)) + list(_check_runs(dsn, expected))
 
 
-def test_two_workers_four_producers_small(pg_dsn):
-    assert _run_load(pg_dsn, dirs=4, sessions=2, turns=10, producers=2, workers=2) == []
+def test_two_workers_four_producers_small(pg_dsn, tmp_path):
+    problems = _run_load(pg_dsn, tmp_path, dirs=4, sessions=2, turns=10, producers=2, workers=2)
+    assert problems == []
 
 
-def test_thousand_turns_twenty_dirs(pg_dsn):
+def test_thousand_turns_twenty_dirs(pg_dsn, tmp_path):
     # 20 directories x 2 sessions x 25 turns = 1,000 turns, 4 producers, 2 workers.
-    problems = _run_load(pg_dsn, dirs=20, sessions=2, turns=25, producers=4, workers=2)
+    problems = _run_load(pg_dsn, tmp_path, dirs=20, sessions=2, turns=25, producers=4, workers=2)
     assert problems == []
     with psycopg.connect(pg_dsn) as conn:
         workers = {w for (w,) in conn.execute("SELECT DISTINCT worker FROM memdir_runs")}
     assert workers == {"w0", "w1"}
 
 
+def _reported_saved(events: Sequence[tuple[str, dict[str, Any]]]) -> set[tuple[str, str]]:
+    return {(f["dir_id"], f["path"]) for name, f in events if name == "queue.memory_saved"}
+
+
 def test_a_worker_killed_mid_run_loses_nothing(pg_dsn, tmp_path):
     produce(pg_dsn, ["dk", "dx"], 2, 3)
     started, block = _spawn.Event(), _spawn.Event()
+    log = tmp_path / "victim.jsonl"
+    # One job at a time: dk runs and commits, then dx's run is held in the model.
     victim = _spawn.Process(
         target=work,
         args=(pg_dsn, "victim", 0.0, 1),
-        kwargs={"block": block, "started": started, "scratch": str(tmp_path)},
+        kwargs={
+            "block": block,
+            "started": started,
+            "scratch": str(tmp_path),
+            "block_on": "dx",
+            "events": str(log),
+        },
     )
     victim.start()
     try:
@@ -137,28 +190,48 @@ def test_a_worker_killed_mid_run_loses_nothing(pg_dsn, tmp_path):
     finally:
         if victim.is_alive():
             victim.kill()
+    reported = [
+        (line["event"], line["fields"]) for line in map(json.loads, log.read_text().splitlines())
+    ]
+    assert {d for d, _ in _reported_saved(reported)} == {"dk"}  # dx's run never committed
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        (stuck,) = one(conn, "SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing'")
-        assert stuck == 1
+        (stuck,) = one(conn, "SELECT lock FROM procrastinate_jobs WHERE status = 'doing'")
+        assert stuck == "dx"
         # Time passing for the dead worker only: its last heartbeat is now old.
         conn.execute(
             "UPDATE procrastinate_workers SET last_heartbeat = now() - interval '1 hour' "
             "WHERE id IN (SELECT worker_id FROM procrastinate_jobs WHERE status = 'doing')"
         )
+    sink = CollectingSink()
 
     async def heal() -> tuple[int, int]:
         model = saving_model()
-        rescuer = QueueWorker(WorkerSettings(dsn=pg_dsn, models=lambda _n: model, config=CONFIG))
+        settings = WorkerSettings(dsn=pg_dsn, models=lambda _n: model, config=CONFIG, sink=sink)
+        rescuer = QueueWorker(settings)
         async with rescuer.app.open_async():
             healed = await sweep(rescuer.app, pg_dsn, stalled_after=30.0)
         await run_until_drained(rescuer, pg_dsn)
+        # Not blocked: a later turn of each session, the killed directory's too, runs.
+        await asyncio.to_thread(produce, pg_dsn, ["dk", "dx"], 2, 4, 4)
+        await run_until_drained(rescuer, pg_dsn)
         return healed
 
-    failed, _ = asyncio.run(heal())
-    assert failed == 1
-    with psycopg.connect(pg_dsn) as conn:
-        assert drained(conn)
-        (status,) = one(conn, "SELECT count(*) FROM procrastinate_jobs WHERE status = 'failed'")
-        assert status == 1
-    expected = {(d, f"{d}.s{s}"): 3 for d in ("dk", "dx") for s in range(2)}
+    assert asyncio.run(heal()) == (1, 1)  # dx's job failed, and dx deferred again
+    [failed] = queue_status(pg_dsn).failed_jobs
+    assert failed["dir_id"] == "dx"
+    assert failed["reason"].startswith("stalled")
+    expected = {(d, f"{d}.s{s}"): 4 for d in ("dk", "dx") for s in range(2)}
     assert list(_check_runs(pg_dsn, expected)) == []
+    # Every memory a worker reported saved is in the database and in a synced folder.
+    collected = [(e.name, dict(e.fields)) for e in sink.events]
+    saved = _reported_saved(reported) | _reported_saved(collected)
+    with psycopg.connect(pg_dsn) as conn:
+        stored = {(d, p) for d, p in conn.execute("SELECT dir_id, path FROM memdir_files")}
+    mirrored: set[tuple[str, str]] = set()
+    for dir_id in ("dk", "dx"):
+        export_dir(pg_dsn, dir_id, tmp_path / "sync" / dir_id)
+        root = tmp_path / "sync" / dir_id
+        mirrored |= {(dir_id, p.relative_to(root).as_posix()) for p in root.rglob("*.md")}
+    assert saved
+    assert saved <= stored
+    assert saved <= mirrored

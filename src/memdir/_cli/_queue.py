@@ -194,8 +194,8 @@ def _render(status: QueueStatus) -> str:
             for f in status.failing
         ]
     if status.failed_jobs:
-        lines.append("failed jobs (stalled workers, failed by the sweeper):")
-        lines += [f"  job {f['job_id']} {f['dir_id']}" for f in status.failed_jobs]
+        lines.append("failed jobs (their pending turns are deferred again by the sweeper):")
+        lines += [f"  job {f['job_id']} {f['dir_id']}: {f['reason']}" for f in status.failed_jobs]
     return "\n".join(lines)
 
 

@@ -20,10 +20,10 @@ from typing import Any
 
 import procrastinate
 import psycopg
-from procrastinate.exceptions import AlreadyEnqueued
+from procrastinate.exceptions import AlreadyEnqueued, ConnectorException
 from psycopg.types.json import Jsonb
 
-from memdir.extract import TurnContext
+from memdir.extract import Notify, TurnContext
 from memdir.messages import Message
 from memdir.messages._native import ConversationReader, MessageTypeError
 from memdir.queue._app import EXTRACT_TASK, QUEUE_NAME, make_app
@@ -96,6 +96,14 @@ class _Session:
         process's last successful commit; None: not known yet (read it from the row)."""
 
 
+def _reason(exc: Exception) -> str:
+    """What went wrong, in a line: procrastinate wraps the database's own error in a
+    bare "Database error.", so that one is given by its cause."""
+    if isinstance(exc, ConnectorException) and isinstance(exc.__cause__, Exception):
+        exc = exc.__cause__
+    return " ".join(str(exc).split())[:200]
+
+
 def _delta(
     messages: Sequence[Message], length: int, shipped: tuple[int, str | None]
 ) -> tuple[int, bool]:
@@ -115,6 +123,9 @@ class QueueExtractor:
     a few statements); the run happens on a worker (``memdir worker``). Like the local
     extractor it never raises for the database: a failure becomes a
     ``queue.record_error`` event, and the messages not shipped go with the next turn.
+    It takes the local extractor's calls (``notify``, :meth:`drain`), so a host can
+    switch between the two; the notice of memories saved is the worker's
+    (``queue.memory_saved`` events), since they are saved there, later.
     """
 
     def __init__(
@@ -141,8 +152,9 @@ class QueueExtractor:
 
     # --- sync ---------------------------------------------------------------------------
 
-    def on_turn_end(self, turn: TurnContext) -> TurnRecorded | None:
-        """Record ``turn`` (synchronously); None when it was ignored or failed."""
+    def on_turn_end(self, turn: TurnContext, notify: Notify | None = None) -> TurnRecorded | None:
+        """Record ``turn`` (synchronously); None when it was ignored or failed.
+        ``notify`` is never called here (see the class)."""
         if turn.is_subagent:
             return None
         started = time.monotonic()
@@ -160,7 +172,7 @@ class QueueExtractor:
                     self.sink,
                     "queue.record_error",
                     error_type=type(exc).__name__,
-                    reason=str(exc)[:200],
+                    reason=_reason(exc),
                     duration_ms=int((time.monotonic() - started) * 1000),
                 )
                 return None
@@ -218,7 +230,9 @@ class QueueExtractor:
 
     # --- async --------------------------------------------------------------------------
 
-    async def aon_turn_end(self, turn: TurnContext) -> TurnRecorded | None:
+    async def aon_turn_end(
+        self, turn: TurnContext, notify: Notify | None = None
+    ) -> TurnRecorded | None:
         """:meth:`on_turn_end` for async hosts, on an async connection."""
         if turn.is_subagent:
             return None
@@ -238,7 +252,7 @@ class QueueExtractor:
                 self.sink,
                 "queue.record_error",
                 error_type=type(exc).__name__,
-                reason=str(exc)[:200],
+                reason=_reason(exc),
                 duration_ms=int((time.monotonic() - started) * 1000),
             )
             return None
@@ -279,6 +293,12 @@ class QueueExtractor:
                 enqueued = False
         state.shipped = (length, last)
         return self._done(session, length - start, enqueued, reset)
+
+    async def drain(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109 (the contract)
+        """Nothing to wait for: each turn was committed before ``on_turn_end`` returned."""
+
+    def drain_sync(self, timeout: float = 60.0) -> None:
+        """:meth:`drain` for synchronous hosts: returns at once."""
 
     async def aclose(self) -> None:
         """Close the connection ``aon_turn_end`` keeps open."""

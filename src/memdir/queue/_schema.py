@@ -94,6 +94,14 @@ CREATE TABLE IF NOT EXISTS memdir_runs (
 );
 CREATE INDEX IF NOT EXISTS memdir_runs_dir_idx ON memdir_runs (dir_id, started_at);
 
+-- Why an extract job failed (procrastinate keeps only that it did): its worker stalled,
+-- or the job raised. For `memdir queue status`; gone with the job.
+CREATE TABLE IF NOT EXISTS memdir_job_failures (
+    job_id     bigint PRIMARY KEY REFERENCES procrastinate_jobs ON DELETE CASCADE,
+    reason     text NOT NULL,
+    failed_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
 -- procrastinate wakes workers when a job is inserted, not when a lock frees: a trailing
 -- job, queued while its directory ran, would wait for the next poll (5 s by default,
 -- per run, which adds up and eats into the provider's 5-minute cache). When a directory's

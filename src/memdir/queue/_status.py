@@ -24,7 +24,8 @@ class QueueStatus:
     failing: list[dict[str, Any]] = field(default_factory=list)
     """Sessions whose last run failed: directory, session, attempts and the error."""
     failed_jobs: list[dict[str, Any]] = field(default_factory=list)
-    """The most recent failed jobs (stalled ones the sweeper failed), newest first."""
+    """The most recent failed jobs, newest first: directory, attempts and why (a stalled
+    worker, failed by the sweeper, or what the job raised)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -60,10 +61,11 @@ def queue_status(dsn: str, *, limit: int = 20) -> QueueStatus:
             )
         ]
         failed_jobs = [
-            {"job_id": i, "dir_id": lock, "attempts": a}
-            for i, lock, a in conn.execute(
-                "SELECT id, lock, attempts FROM procrastinate_jobs "
-                "WHERE task_name = %s AND status = 'failed' ORDER BY id DESC LIMIT %s",
+            {"job_id": i, "dir_id": lock, "attempts": a, "reason": reason or "not recorded"}
+            for i, lock, a, reason in conn.execute(
+                "SELECT j.id, j.lock, j.attempts, f.reason FROM procrastinate_jobs j "
+                "LEFT JOIN memdir_job_failures f ON f.job_id = j.id "
+                "WHERE j.task_name = %s AND j.status = 'failed' ORDER BY j.id DESC LIMIT %s",
                 (EXTRACT_TASK, limit),
             )
         ]

@@ -7,7 +7,9 @@ cursor, exactly as one machine would (fork with the host's shipped request, or t
 standalone request). Then one transaction compares-and-swaps the generation, writes the
 changed files, moves the cursors, and deletes only the pending rows whose version is
 the one it read: a turn that arrived during the run keeps its row, and the job that
-turn deferred (allowed, since this one is ``doing``, not ``todo``) runs it next.
+turn deferred (allowed, since this one is ``doing``, not ``todo``) runs it next. The
+events one machine would emit (``extract.run``, ``extract.throttled``, …, tagged with the
+directory and session) go out after that commit, so a run reported is a run committed.
 
 Two rules keep a directory from being blocked for good (both from procrastinate's open
 issues, see the scale-out note): the extract task has no ``RetryStrategy`` — a failed
@@ -37,7 +39,7 @@ import psycopg_pool
 from procrastinate.exceptions import AlreadyEnqueued
 
 from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
-from memdir.messages import Message
+from memdir.messages import Message, model_visible
 from memdir.models import Model
 from memdir.queue._app import EXTRACT_TASK, NOTIFY_CHANNEL, QUEUE_NAME, SWEEP_TASK, make_app
 from memdir.queue._codec import decode_message, decode_params, model_name
@@ -48,7 +50,8 @@ from memdir.queue._store import (
     sha256,
     write_checkout,
 )
-from memdir.telemetry import CollectingSink, Event, Sink, emit, fan_out
+from memdir.store import ENTRYPOINT_NAME
+from memdir.telemetry import CollectingSink, Event, Sink, emit
 
 __all__ = ["DirRun", "QueueWorker", "SessionOutcome", "WorkerSettings", "sweep"]
 
@@ -116,6 +119,9 @@ class DirRun:
     conflict: bool = False
     sessions: tuple[SessionOutcome, ...] = ()
     files_changed: int = 0
+    memories: tuple[str, ...] = ()
+    """The memory files the commit wrote (relative paths, indexes left out): what the
+    worker reports saved, one ``queue.memory_saved`` event each."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,7 +176,11 @@ class QueueWorker:
         async def extract_task(
             context: procrastinate.JobContext, dir_id: str, attempt: int = 0
         ) -> None:
-            await worker.extract(dir_id, job_id=context.job.id)
+            try:
+                await worker.extract(dir_id, job_id=context.job.id)
+            except Exception as exc:
+                await worker._record_failure(context.job.id, dir_id, exc)
+                raise
 
         async def sweep_task(timestamp: int) -> None:
             await sweep(
@@ -238,10 +248,19 @@ class QueueWorker:
                 sessions=len(pendings),
                 worker=settings.name,
             )
-            outcomes = [await self._run_session(root, p) for p in pendings]
+            reports = [await self._run_session(root, p) for p in pendings]
+            outcomes = [outcome for outcome, _ in reports]
             run = await self._commit(snapshot, root, pendings, outcomes, started_at, job_id)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+        # The runs' own events go out only now: on one machine extract.run means the
+        # memories are on disk, here it means they are committed. A refused commit's
+        # runs are still reported (their tokens were spent), marked discarded.
+        discarded = {"discarded": True} if run.conflict else {}
+        for outcome, events in reports:
+            for event in events:
+                tags = {"dir_id": dir_id, "session": outcome.session, **discarded}
+                emit(settings.sink, event.name, **{**event.fields, **tags})
         emit(
             settings.sink,
             "extract.conflict" if run.conflict else "extract.committed",
@@ -250,10 +269,39 @@ class QueueWorker:
             sessions=len(run.sessions),
             failed=sum(1 for o in run.sessions if o.outcome == "failed"),
             files_changed=run.files_changed,
+            memories_saved=len(run.memories),
             duration_ms=int((time.monotonic() - started) * 1000),
             worker=settings.name,
         )
+        for path in run.memories:
+            emit(
+                settings.sink,
+                "queue.memory_saved",
+                dir_id=dir_id,
+                path=path,
+                generation=run.generation + 1,
+            )
         return run
+
+    async def _record_failure(self, job_id: int | None, dir_id: str, exc: Exception) -> None:
+        """Keep why a job raised, for ``memdir queue status`` (best effort: the database
+        may be what failed; the job ends failed either way, its pending rows intact)."""
+        reason = f"{type(exc).__name__}: {exc}"[:500]
+        emit(
+            self.settings.sink,
+            "queue.job_failed",
+            job_id=job_id,
+            dir_id=dir_id,
+            error_type=type(exc).__name__,
+            reason=reason,
+        )
+        if job_id is None:
+            return
+        with contextlib.suppress(psycopg.Error):
+            async with await psycopg.AsyncConnection.connect(
+                self.settings.dsn, autocommit=True
+            ) as conn:
+                await conn.execute(_RECORD_FAILURE, (job_id, reason))
 
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -311,39 +359,55 @@ class QueueWorker:
         )
         return snapshot, pendings, clock
 
-    async def _run_session(self, root: Path, pending: _Pending) -> SessionOutcome:
-        """One session's turns, by the extractor as one machine runs it."""
+    async def _run_session(
+        self, root: Path, pending: _Pending
+    ) -> tuple[SessionOutcome, list[Event]]:
+        """One session's turns, by the extractor as one machine runs it; with the events
+        one machine would have emitted, held for :meth:`extract` to send after the commit."""
         settings = self.settings
         messages = pending.messages
         start = _seq_after(messages, pending.cursor_uuid)
-        every = settings.config.turns_between_runs()
-        if pending.turns_since_run + pending.turns < every:
-            # The throttle is decided here, from the stash: the turns stay uncovered
-            # and count towards the next run.
-            return SessionOutcome(
-                session=pending.session,
-                outcome="throttled",
-                from_seq=start + 1,
-                to_seq=start,
-            )
         if _host_wrote_memory(messages[start:], pending.host_memory_root, pending.cwd):
             # The extractor tells this by the paths of its own memory directory, and the
             # host's is elsewhere: checked here, by the host's path, with the same rule
-            # (the turn is covered, no run).
-            return SessionOutcome(
+            # (the turn is covered, no run) and in the same order, before the throttle.
+            note = Event(
+                name="extract.skipped_direct_write",
+                fields={
+                    "message_count": len(model_visible(messages[start:])),
+                    "source": "tool_call",
+                },
+            )
+            outcome = SessionOutcome(
                 session=pending.session,
                 outcome="skipped",
                 from_seq=start + 1,
                 to_seq=len(messages),
                 covered_at=time.time(),
             )
+            return outcome, [note]
+        every = settings.config.turns_between_runs()
+        since = pending.turns_since_run + pending.turns
+        if since < every:
+            # The throttle is decided here, from the stash: the turns stay uncovered
+            # and count towards the next run.
+            note = Event(
+                name="extract.throttled",
+                fields={"turns_since_last": since, "every_n_turns": every},
+            )
+            outcome = SessionOutcome(
+                session=pending.session,
+                outcome="throttled",
+                from_seq=start + 1,
+                to_seq=start,
+            )
+            return outcome, [note]
         name = model_name(pending.params) if pending.params is not None else None
         model = settings.models(name)
         params = decode_params(pending.params, model) if pending.params is not None else None
         collected = CollectingSink()
         config = dataclasses.replace(settings.config, every_n_turns=1)
-        tagged = _tagged(settings.sink, dir_id=pending.dir_id, session=pending.session)
-        extractor = MemoryExtractor(root, model, config, sink=fan_out(collected, tagged))
+        extractor = MemoryExtractor(root, model, config, sink=collected)
         extractor.restore(pending.cursor_uuid, covered_at=pending.covered_at)
         extractor.on_turn_end(
             TurnContext(
@@ -362,20 +426,22 @@ class QueueWorker:
         skipped = any(e.name == "extract.skipped_direct_write" for e in collected.events)
         if errors and end <= start:
             reason = errors[0].fields.get("reason") or errors[0].fields.get("error_type")
-            return SessionOutcome(
+            failed = SessionOutcome(
                 session=pending.session,
                 outcome="failed",
                 from_seq=start + 1,
                 to_seq=start,
                 error=str(reason or "timed out"),
             )
-        return SessionOutcome(
+            return failed, list(collected.events)
+        outcome = SessionOutcome(
             session=pending.session,
             outcome="skipped" if skipped else "ran",
             from_seq=start + 1,
             to_seq=end,
             covered_at=time.time(),
         )
+        return outcome, list(collected.events)
 
     async def _commit(
         self,
@@ -424,6 +490,11 @@ class QueueWorker:
             committed=True,
             sessions=tuple(outcomes),
             files_changed=changed,
+            memories=tuple(
+                path
+                for path, content, _ in files
+                if content is not None and posixpath.basename(path) != ENTRYPOINT_NAME
+            ),
         )
 
     async def _commit_session(
@@ -510,7 +581,15 @@ class QueueWorker:
             async with conn.transaction():
                 await deferrer.defer_async(dir_id=dir_id, attempt=attempt)
         except AlreadyEnqueued:
-            pass  # a job already waits; it retries the session anyway
+            # A newer turn queued a job during the run; it retries the session too, so it
+            # waits the same backoff instead of asking a failing provider again at once.
+            await conn.execute(
+                "UPDATE procrastinate_jobs SET scheduled_at = GREATEST("
+                "COALESCE(scheduled_at, clock_timestamp()), "
+                "clock_timestamp() + %s * interval '1 second') "
+                "WHERE queueing_lock = %s AND status = 'todo' AND task_name = %s",
+                (delay, dir_id, EXTRACT_TASK),
+            )
         emit(
             self.settings.sink,
             "extract.retry_deferred",
@@ -554,19 +633,6 @@ async def _write_files(
     return len(files)
 
 
-def _tagged(sink: Sink | None, **tags: str) -> Sink | None:
-    """``sink``, with the directory and session added to each event: a worker's events
-    come from many directories, the extractor's own know only their scratch folder."""
-    if sink is None:
-        return None
-    target = sink
-
-    def send(event: Event) -> None:
-        target(Event(name=event.name, fields={**event.fields, **tags}))
-
-    return send
-
-
 def _host_wrote_memory(messages: Sequence[Message], root: str | None, cwd: str | None) -> bool:
     """Whether the host's own Write or Edit went into its memory directory at ``root``.
 
@@ -599,6 +665,12 @@ def _seq_after(messages: Sequence[Message], cursor: str | None) -> int:
     return 0
 
 
+_RECORD_FAILURE = (
+    "INSERT INTO memdir_job_failures (job_id, reason) VALUES (%s, %s) "
+    "ON CONFLICT (job_id) DO UPDATE SET reason = excluded.reason, failed_at = clock_timestamp()"
+)
+
+
 def _timeout_event() -> Event:
     return Event(name="extract.error", fields={"reason": "the run did not finish in time"})
 
@@ -615,21 +687,24 @@ async def sweep(
 
     A job whose worker stopped heart-beating for ``stalled_after`` seconds is marked
     **failed** (retrying it would collide with the queueing lock of the job waiting
-    behind it, procrastinate#1446); its pending rows were never consumed. Then every
+    behind it, procrastinate#1446), with why, for ``memdir queue status``; its pending
+    rows were never consumed. Then every
     directory with pending rows and no job waiting or running gets one. ``app`` must be
     open.
     """
     failed = 0
-    for job in await app.job_manager.get_stalled_jobs(
-        queue=queue, task_name=EXTRACT_TASK, seconds_since_heartbeat=stalled_after
-    ):
-        await app.job_manager.finish_job(
-            job, status=procrastinate.jobs.Status.FAILED, delete_job=False
-        )
-        failed += 1
-        emit(sink, "queue.stalled_failed", job_id=job.id, dir_id=job.lock or "")
     deferred = 0
-    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+    reason = f"stalled: its worker sent no heartbeat for {stalled_after:g} s"
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        for job in await app.job_manager.get_stalled_jobs(
+            queue=queue, task_name=EXTRACT_TASK, seconds_since_heartbeat=stalled_after
+        ):
+            await app.job_manager.finish_job(
+                job, status=procrastinate.jobs.Status.FAILED, delete_job=False
+            )
+            await conn.execute(_RECORD_FAILURE, (job.id, reason))
+            failed += 1
+            emit(sink, "queue.stalled_failed", job_id=job.id, dir_id=job.lock or "")
         rows = await (
             await conn.execute(
                 "SELECT DISTINCT p.dir_id FROM memdir_pending p WHERE NOT EXISTS ("
