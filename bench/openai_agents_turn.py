@@ -3,7 +3,7 @@
 The host is a real ``agents`` ``Agent`` on ``OpenAIChatCompletionsModel``, talking to
 memdir's ``FakeOpenAIServer`` in a child process (so that the server's own work never
 competes with the host for this one); each turn sends a conversation of N input items (user and
-assistant messages of about 200 characters) plus one new question. Side by side, in one
+assistant messages of about 240 characters) plus one new question. Side by side, in one
 run, for each N:
 
 - ``Runner.run`` without hooks and with ``MemdirRunHooks`` (median wall time of a turn;
