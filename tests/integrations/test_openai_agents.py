@@ -54,7 +54,7 @@ from memdir.messages import (
 from memdir.models import ModelRequest
 from memdir.store import parse_memory_file
 from memdir.telemetry import CollectingSink
-from memdir.testing import FakeOpenAIServer, FunctionModel
+from memdir.testing import FakeOpenAIServer, FunctionModel, RecordedRequest
 from tests.examples import load_example
 
 MODEL = "gpt-4.1-mini"
@@ -186,6 +186,25 @@ async def chat(
     return conversation
 
 
+def served_chat(
+    memory: Path,
+    hooks: MemdirRunHooks | MemdirAgentHooks | None,
+    server_type: type[FakeOpenAIServer] = FakeOpenAIServer,
+) -> list[RecordedRequest]:
+    """The three turns against a fake server (run hooks passed to the runner, agent hooks
+    given to the agent); the requests it saw."""
+    run_hooks = hooks if isinstance(hooks, MemdirRunHooks) else None
+    with server_type(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> None:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                await chat(host_agent(client, hooks), run_hooks, drain=hooks)
+
+        asyncio.run(main())
+        server.assert_no_errors()
+        return server.requests
+
+
 def same_bytes(a: Any, b: Any) -> bool:
     return json.dumps(a, ensure_ascii=False) == json.dumps(b, ensure_ascii=False)
 
@@ -278,15 +297,7 @@ def test_forks_read_the_hosts_cache_and_cover_every_message(tmp_path: Path) -> N
 
 def test_without_the_hooks_nothing_is_remembered(tmp_path: Path) -> None:
     memory = tmp_path / "memory"
-    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
-
-        async def main() -> None:
-            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
-                await chat(host_agent(client, None), None, drain=None)
-
-        asyncio.run(main())
-        requests = server.requests
-        server.assert_no_errors()
+    requests = served_chat(memory, None)
 
     assert not memory.exists()
     assert requests
@@ -298,15 +309,7 @@ def test_agent_hooks_remember_the_agents_own_turns(tmp_path: Path) -> None:
     memory = tmp_path / "memory"
     sink = CollectingSink()
     hooks = MemdirAgentHooks(memory, config=ExtractConfig(mode="fork"), sink=sink)
-    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
-
-        async def main() -> None:
-            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
-                await chat(host_agent(client, hooks), None, drain=hooks)
-
-        asyncio.run(main())
-        requests = server.requests
-        server.assert_no_errors()
+    requests = served_chat(memory, hooks)
 
     assert_memories(memory, [ANA, DEPLOYS])
     runs = sink.named("extract.run")
@@ -719,14 +722,7 @@ def test_a_server_without_request_ids_still_forks_one_request_at_a_time(
     memory = tmp_path / "memory"
     sink = CollectingSink()
     hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="fork"), sink=sink)
-    with FakeServerWithoutRequestIds(handler=Script(memory), model=MODEL) as server:
-
-        async def main() -> None:
-            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
-                await chat(host_agent(client, hooks), hooks, drain=hooks)
-
-        asyncio.run(main())
-        server.assert_no_errors()
+    served_chat(memory, hooks, FakeServerWithoutRequestIds)
 
     assert hooks.fallback_reason is None
     runs = sink.named("extract.run")
