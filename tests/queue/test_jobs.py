@@ -427,3 +427,49 @@ def test_the_worker_reports_as_one_machine_does(pg_dsn, tmp_path):
     throttled, _, skipped = zip(local.events, mine, strict=True)
     assert throttled[0].fields == {k: throttled[1].fields[k] for k in throttled[0].fields}
     assert skipped[0].fields == {k: skipped[1].fields[k] for k in skipped[0].fields}
+
+
+def test_a_turn_the_host_saved_itself_leaves_the_throttle_where_it_was(pg_dsn, tmp_path):
+    """Every other turn runs; a turn in between that the host covered by saving memory
+    itself is no turn for the throttle, on one machine and on the queue alike."""
+    from memdir.extract import MemoryExtractor
+
+    config = ExtractConfig(skip_index=True, mode="standalone", every_n_turns=2)
+    root = tmp_path / "memory"
+    first = conversation("s1", 1)
+    wrote = [
+        *first,
+        Message.user("turn s1 2", uuid="s1-u2"),
+        Message(
+            role="assistant",
+            uuid="s1-a2",
+            content=(
+                ToolUseBlock(
+                    id="w", name="Write", input={"file_path": f"{root}/x.md", "content": "x"}
+                ),
+            ),
+        ),
+    ]
+    third = [*wrote, Message.user("turn s1 3", uuid="s1-u3"), Message.assistant("ok")]
+    turns = [first, wrote, third]
+    expected = ["extract.throttled", "extract.skipped_direct_write", "extract.run"]
+
+    local = CollectingSink()
+    extractor = MemoryExtractor(root, saving_model(), config, sink=local)
+    for messages in turns:
+        extractor.on_turn_end(TurnContext(messages=messages, session_id="s1"))
+        extractor.drain_sync()
+    extractor.close()
+    assert [e.name for e in local.events if e.name in expected] == expected
+
+    queued = CollectingSink()
+    model = saving_model()
+    worker = QueueWorker(
+        WorkerSettings(dsn=pg_dsn, models=lambda _n: model, config=config, sink=queued)
+    )
+    host = QueueExtractor(pg_dsn, "dir-t", memory_root=root)
+    for messages in turns:
+        host.on_turn_end(TurnContext(messages=messages, session_id="s1"))
+        asyncio.run(worker.extract("dir-t"))
+    host.close()
+    assert [e.name for e in queued.events if e.name in expected] == expected

@@ -525,10 +525,13 @@ class QueueWorker:
             )
         else:
             cursor = pending.messages[outcome.to_seq - 1].uuid if outcome.to_seq else None
+            # A turn the host covered by saving memory itself is no turn for the throttle,
+            # as on one machine: only a run starts the count again.
             await conn.execute(
                 "UPDATE memdir_sessions SET cursor_uuid = %s, cursor_seq = %s, "
-                "turns_since_run = 0, covered_at = %s WHERE dir_id = %s AND session = %s",
-                (cursor, outcome.to_seq, outcome.covered_at, *keys),
+                "turns_since_run = CASE WHEN %s THEN turns_since_run ELSE 0 END, "
+                "covered_at = %s WHERE dir_id = %s AND session = %s",
+                (cursor, outcome.to_seq, outcome.outcome == "skipped", outcome.covered_at, *keys),
             )
             if outcome.to_seq >= outcome.from_seq:
                 await conn.execute(
