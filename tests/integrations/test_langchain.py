@@ -179,6 +179,17 @@ def chat_model(server: FakeAnthropicServer, **kwargs: Any) -> ChatAnthropic:
     return ChatAnthropic(**settings)
 
 
+def weather_agent(chat: Any, *middleware: Any) -> Any:
+    """``create_agent`` as a user writes it: one tool, a system prompt, a checkpointer."""
+    return create_agent(
+        chat,
+        [get_weather],
+        system_prompt=SYSTEM_PROMPT,
+        middleware=list(middleware),
+        checkpointer=InMemorySaver(),
+    )
+
+
 async def talk(
     agent: Any, memory: MemdirMiddleware | None, turns: Sequence[str], thread: str = "t1"
 ) -> list[BaseMessage]:
@@ -261,12 +272,8 @@ def test_the_memory_agent_forks_inside_the_agents_prompt_cache(
     sink = CollectingSink()
     memory = MemdirMiddleware(folder, config=ExtractConfig(mode="fork"), sink=sink)
     with FakeAnthropicServer(handler=script) as server:
-        agent = create_agent(
-            chat_model(server, streaming=streaming),
-            [get_weather],
-            system_prompt=SYSTEM_PROMPT,
-            middleware=[AnthropicPromptCachingMiddleware(), memory],
-            checkpointer=InMemorySaver(),
+        agent = weather_agent(
+            chat_model(server, streaming=streaming), AnthropicPromptCachingMiddleware(), memory
         )
         state = converse(agent, memory, TURNS)
         server.assert_no_errors()
@@ -324,13 +331,7 @@ def test_listed_before_the_caching_middleware_it_still_forks(tmp_path: Path) -> 
     with FakeAnthropicServer(handler=script) as server:
         # memdir outermost: the breakpoints are added after it saw the request, but the
         # answer's usage says the request was cached.
-        agent = create_agent(
-            chat_model(server),
-            [get_weather],
-            system_prompt=SYSTEM_PROMPT,
-            middleware=[memory, AnthropicPromptCachingMiddleware()],
-            checkpointer=InMemorySaver(),
-        )
+        agent = weather_agent(chat_model(server), memory, AnthropicPromptCachingMiddleware())
         state = converse(agent, memory, TURNS[:2])
         server.assert_no_errors()
         requests = server.requests
@@ -345,13 +346,7 @@ def test_without_the_middleware_nothing_is_remembered(tmp_path: Path) -> None:
     folder = tmp_path / "memory"
     script = Script(folder)
     with FakeAnthropicServer(handler=script) as server:
-        agent = create_agent(
-            chat_model(server),
-            [get_weather],
-            system_prompt=SYSTEM_PROMPT,
-            middleware=[AnthropicPromptCachingMiddleware()],
-            checkpointer=InMemorySaver(),
-        )
+        agent = weather_agent(chat_model(server), AnthropicPromptCachingMiddleware())
         state = converse(agent, None, TURNS)
         requests = server.requests
 
@@ -367,13 +362,7 @@ def test_the_memory_tool_lets_the_planner_fork(tmp_path: Path, memory_tool: bool
     sink = CollectingSink()
     memory = MemdirMiddleware(folder, memory_tool=memory_tool, sink=sink)  # mode "auto"
     with FakeAnthropicServer(handler=script) as server:
-        agent = create_agent(
-            chat_model(server),
-            [get_weather],
-            system_prompt=SYSTEM_PROMPT,
-            middleware=[AnthropicPromptCachingMiddleware(), memory],
-            checkpointer=InMemorySaver(),
-        )
+        agent = weather_agent(chat_model(server), AnthropicPromptCachingMiddleware(), memory)
         state = converse(agent, memory, TURNS)
         server.assert_no_errors()
         requests = server.requests
@@ -422,13 +411,7 @@ def test_a_memory_the_agent_saved_itself_is_not_extracted_again(tmp_path: Path) 
         folder, memory_tool=True, config=ExtractConfig(mode="fork"), sink=sink
     )
     with FakeAnthropicServer(handler=handler) as server:
-        agent = create_agent(
-            chat_model(server),
-            [get_weather],
-            system_prompt=SYSTEM_PROMPT,
-            middleware=[AnthropicPromptCachingMiddleware(), memory],
-            checkpointer=InMemorySaver(),
-        )
+        agent = weather_agent(chat_model(server), AnthropicPromptCachingMiddleware(), memory)
         state = converse(agent, memory, TURNS[1:2])
         server.assert_no_errors()
 
@@ -446,13 +429,7 @@ def test_an_agent_that_caches_nothing_gets_standalone_runs(tmp_path: Path) -> No
     memory = MemdirMiddleware(folder, config=ExtractConfig(mode="fork"), sink=sink)
     with FakeAnthropicServer(handler=script) as server:
         # No AnthropicPromptCachingMiddleware: no breakpoint, so no cache for a fork to read.
-        agent = create_agent(
-            chat_model(server),
-            [get_weather],
-            system_prompt=SYSTEM_PROMPT,
-            middleware=[memory],
-            checkpointer=InMemorySaver(),
-        )
+        agent = weather_agent(chat_model(server), memory)
         state = converse(agent, memory, TURNS[:2])
         server.assert_no_errors()
 
@@ -467,13 +444,7 @@ def test_each_thread_has_its_own_cursor(tmp_path: Path) -> None:
     sink = CollectingSink()
     memory = MemdirMiddleware(folder, config=ExtractConfig(mode="fork"), sink=sink)
     with FakeAnthropicServer(handler=script) as server:
-        agent = create_agent(
-            chat_model(server),
-            [get_weather],
-            system_prompt=SYSTEM_PROMPT,
-            middleware=[AnthropicPromptCachingMiddleware(), memory],
-            checkpointer=InMemorySaver(),
-        )
+        agent = weather_agent(chat_model(server), AnthropicPromptCachingMiddleware(), memory)
 
         async def main() -> tuple[list[BaseMessage], list[BaseMessage]]:
             await talk(agent, memory, TURNS[:1], thread="a")
@@ -497,13 +468,7 @@ def test_an_agent_run_with_invoke_saves_from_a_background_thread(tmp_path: Path)
     sink = CollectingSink()
     memory = MemdirMiddleware(folder, config=ExtractConfig(mode="fork"), sink=sink)
     with FakeAnthropicServer(handler=script) as server:
-        agent = create_agent(
-            chat_model(server),
-            [get_weather],
-            system_prompt=SYSTEM_PROMPT,
-            middleware=[AnthropicPromptCachingMiddleware(), memory],
-            checkpointer=InMemorySaver(),
-        )
+        agent = weather_agent(chat_model(server), AnthropicPromptCachingMiddleware(), memory)
         config: RunnableConfig = {"configurable": {"thread_id": "t1"}}
         try:
             for text in TURNS[:2]:
@@ -562,13 +527,7 @@ def test_a_chat_openai_agent_forks_inside_its_prompt_cache_too(
     with FakeOpenAIServer(handler=script, model="gpt-4o") as server:
         settings = {"model": "gpt-4o", "base_url": server.base_url, "api_key": "test"}
         chat = langchain_openai.ChatOpenAI(**settings, streaming=streaming, temperature=0.2)
-        agent = create_agent(
-            chat,
-            [get_weather],
-            system_prompt=SYSTEM_PROMPT,
-            middleware=[memory],
-            checkpointer=InMemorySaver(),
-        )
+        agent = weather_agent(chat, memory)
 
         async def main() -> list[BaseMessage]:
             try:

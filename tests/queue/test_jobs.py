@@ -46,6 +46,15 @@ def _failing_then_saving(failures: int) -> FunctionModel:
     return FunctionModel(answer, name="function:flaky")
 
 
+def _saved_by_host(session: str, turn: int, file_path: str) -> list[Message]:
+    """A turn in which the host's own Write saved a memory at ``file_path``."""
+    write = ToolUseBlock(id="w", name="Write", input={"file_path": file_path, "content": "x"})
+    return [
+        Message.user(f"turn {session} {turn}", uuid=f"{session}-u{turn}"),
+        Message(role="assistant", uuid=f"{session}-a{turn}", content=(write,)),
+    ]
+
+
 def test_a_failed_run_is_retried_by_a_new_job_with_backoff(pg_dsn):
     host = QueueExtractor(pg_dsn, "dir-r")
     host.on_turn_end(TurnContext(messages=conversation("s1", 1), session_id="s1"))
@@ -161,16 +170,7 @@ def test_a_host_saving_memory_itself_is_not_run_again(pg_dsn):
     host = QueueExtractor(pg_dsn, "dir-d", memory_root=root)
     conv = conversation("s1", 1)
     conv += [
-        Message.user("turn s1 2", uuid="s1-u2"),
-        Message(
-            role="assistant",
-            uuid="s1-a2",
-            content=(
-                ToolUseBlock(
-                    id="w", name="Write", input={"file_path": "memory/x.md", "content": "x"}
-                ),
-            ),
-        ),
+        *_saved_by_host("s1", 2, "memory/x.md"),
         Message.assistant("Saved it myself.", uuid="s1-a3"),
     ]
     model = saving_model()
@@ -379,18 +379,7 @@ def test_the_worker_reports_as_one_machine_does(pg_dsn, tmp_path):
     config = ExtractConfig(skip_index=True, mode="standalone", every_n_turns=2)
     root = tmp_path / "memory"
     conv = conversation("s1", 2)
-    conv += [
-        Message.user("turn s1 3", uuid="s1-u3"),
-        Message(
-            role="assistant",
-            uuid="s1-a3",
-            content=(
-                ToolUseBlock(
-                    id="w", name="Write", input={"file_path": f"{root}/x.md", "content": "x"}
-                ),
-            ),
-        ),
-    ]
+    conv += _saved_by_host("s1", 3, f"{root}/x.md")
     turns = [conv[:2], conv[:4], conv]
 
     local = CollectingSink()
@@ -437,19 +426,7 @@ def test_a_turn_the_host_saved_itself_leaves_the_throttle_where_it_was(pg_dsn, t
     config = ExtractConfig(skip_index=True, mode="standalone", every_n_turns=2)
     root = tmp_path / "memory"
     first = conversation("s1", 1)
-    wrote = [
-        *first,
-        Message.user("turn s1 2", uuid="s1-u2"),
-        Message(
-            role="assistant",
-            uuid="s1-a2",
-            content=(
-                ToolUseBlock(
-                    id="w", name="Write", input={"file_path": f"{root}/x.md", "content": "x"}
-                ),
-            ),
-        ),
-    ]
+    wrote = [*first, *_saved_by_host("s1", 2, f"{root}/x.md")]
     third = [*wrote, Message.user("turn s1 3", uuid="s1-u3"), Message.assistant("ok")]
     turns = [first, wrote, third]
     expected = ["extract.throttled", "extract.skipped_direct_write", "extract.run"]

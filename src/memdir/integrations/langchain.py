@@ -92,6 +92,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the e
 from memdir.errors import one_line
 from memdir.extract import ExtractConfig, MemoryExtractor, Notify, TurnContext
 from memdir.fork import CacheSafeParams
+from memdir.integrations._wire import chat_fork_params
 from memdir.memory_tool import MEMORY_TOOL_TYPE, MemoryTool
 from memdir.messages import (
     ContentBlock,
@@ -585,11 +586,6 @@ def _params_from(payload: Mapping[str, Any], headers: Mapping[str, str]) -> dict
     return params
 
 
-# What a Chat Completions fork does not send as parameters: the conversation and tools
-# travel on their own, and streaming is how the answer comes back, not part of the prompt.
-_OPENAI_OWN_FIELDS = frozenset({"model", "messages", "tools", "stream", "stream_options"})
-
-
 def _openai_params(
     host: OpenAIModel, payload: Mapping[str, Any], count: int
 ) -> CacheSafeParams | None:
@@ -598,13 +594,7 @@ def _openai_params(
     messages = payload.get("messages")
     if not isinstance(messages, list):
         return None  # the Responses API (``input``): memdir's adapter speaks Chat Completions
-    return CacheSafeParams(
-        model=host,
-        tools=list(payload.get("tools") or ()),
-        params={k: v for k, v in payload.items() if k not in _OPENAI_OWN_FIELDS},
-        wire_messages=list(messages),
-        wire_replaces=count,
-    )
+    return chat_fork_params(host, payload, messages, count)
 
 
 def _user_headers(chat_model: Any) -> dict[str, str]:
@@ -888,31 +878,23 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def _host_model(self, chat_model: Any) -> Model | None:
         """memdir's model for the agent's chat model, one per endpoint, key and name."""
+        kind: type[AnthropicModel] | type[OpenAIModel]
         if _is_direct_anthropic(chat_model):
-            name = str(chat_model.model)
-            url = chat_model.anthropic_api_url
-            key = _secret(chat_model.anthropic_api_key)
-            ident = ("anthropic", name, str(url), key or "")
-            with self._lock:
-                model = self._host_models.get(ident)
-                if model is None:
-                    model = AnthropicModel(name, api_key=key, base_url=url)
-                    self._host_models[ident] = model
-            return model
-        if type(chat_model).__module__.startswith("langchain_openai") and hasattr(
+            kind, name = AnthropicModel, str(chat_model.model)
+            url, key = chat_model.anthropic_api_url, _secret(chat_model.anthropic_api_key)
+        elif type(chat_model).__module__.startswith("langchain_openai") and hasattr(
             chat_model, "openai_api_base"
         ):
-            name = str(chat_model.model_name)
-            url = chat_model.openai_api_base
-            key = _secret(chat_model.openai_api_key)
-            ident = ("openai", name, str(url), key or "")
-            with self._lock:
-                model = self._host_models.get(ident)
-                if model is None:
-                    model = OpenAIModel(name, api_key=key, base_url=url)
-                    self._host_models[ident] = model
-            return model
-        return None
+            kind, name = OpenAIModel, str(chat_model.model_name)
+            url, key = chat_model.openai_api_base, _secret(chat_model.openai_api_key)
+        else:
+            return None
+        ident = (kind.__name__, name, str(url), key or "")
+        with self._lock:
+            model = self._host_models.get(ident)
+            if model is None:
+                model = self._host_models[ident] = kind(name, api_key=key, base_url=url)
+        return model
 
     def _memory_model(self, host: Model | None) -> Model:
         if self.model is not None:

@@ -93,6 +93,7 @@ except ModuleNotFoundError as exc:
 from memdir.errors import UsageError
 from memdir.extract import ExtractConfig, MemoryExtractor, MemorySaved, Notify, TurnContext
 from memdir.fork import CacheSafeParams
+from memdir.integrations._wire import add_pool_hook, chat_fork_params
 from memdir.messages import (
     AnyMessage,
     ContentBlock,
@@ -124,9 +125,6 @@ _ITEM = "memdir:item"  # the input item (or content part) a block was read from
 _MESSAGE = "memdir:message"  # an assistant text's message item, without its content
 _STRING = "memdir:string"  # the text was the whole content, as a bare string
 _HOST_TOOLS = ("Read", "Write", "Edit")
-# What a fork does not send as parameters: the conversation and tools travel on their
-# own, and streaming is how the answer comes back, not part of the prompt.
-_NOT_PARAMS = frozenset({"model", "messages", "tools", "stream", "stream_options"})
 _DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
 # Item types that the model produces (its side of a turn) besides messages and calls.
 _MODEL_SIDE = frozenset({"reasoning", "compaction", "mcp_list_tools", "mcp_approval_request"})
@@ -668,16 +666,12 @@ def _wire_of(client: object) -> _Wire | None:
     made from one another (``with_options``) and the SDK's provider clients share a pool,
     and so one recorder."""
     pool = getattr(client, "_client", None)
-    hooks = getattr(pool, "event_hooks", None)
-    if pool is None or not isinstance(hooks, Mapping):
+    if pool is None:
         return None
-    if not isinstance(hooks.get("response"), list):
+    wire = _WIRES.get(pool) or _Wire()
+    if not add_pool_hook(client, "response", wire.record):
         return None
-    wire = _WIRES.get(pool)
-    if wire is None:
-        wire = _WIRES[pool] = _Wire()
-    if wire.record not in hooks["response"]:
-        pool.event_hooks = {**hooks, "response": [*hooks["response"], wire.record]}
+    _WIRES[pool] = wire
     return wire
 
 
@@ -982,15 +976,10 @@ class _Memory:
                 fallback=f"the last request forces tool_choice={choice!r}: the memory agent "
                 "must choose its own tools",
             )
-        params = CacheSafeParams(
-            model=self._fork_model(sdk_model.model, client),
-            tools=list(body.get("tools") or ()),
-            params={k: v for k, v in body.items() if k not in _NOT_PARAMS},
-            # What the host sent, then its answer as its next request will send it: the
-            # fork's prefix is the host's, and the host's next request reads the fork's.
-            wire_messages=[*recorded, *answer],
-            wire_replaces=len(conversation),
-        )
+        # What the host sent, then its answer as its next request will send it: the
+        # fork's prefix is the host's, and the host's next request reads the fork's.
+        model = self._fork_model(sdk_model.model, client)
+        params = chat_fork_params(model, body, [*recorded, *answer], len(conversation))
         return _HostRequest(messages=conversation, params=params, chat=True)
 
     def _fork_model(self, name: str, client: Any) -> OpenAIModel:

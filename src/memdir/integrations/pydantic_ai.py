@@ -95,6 +95,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subproce
 
 from memdir.extract import ExtractConfig, MemoryExtractor, Notify, TurnContext
 from memdir.fork import CacheSafeParams
+from memdir.integrations._wire import add_pool_hook, chat_fork_params
 from memdir.memory_tool import MemoryTool
 from memdir.messages import (
     ContentBlock,
@@ -481,17 +482,6 @@ async def _record_request(request: Any) -> None:
         run.sent_count += 1
 
 
-def _attach(client: Any) -> bool:
-    """Add the request hook to an ``anthropic`` client's HTTP pool, once."""
-    pool = getattr(client, "_client", None)
-    hooks = getattr(pool, "event_hooks", None)
-    if not isinstance(hooks, Mapping) or not isinstance(hooks.get("request"), list):
-        return False
-    if _record_request not in hooks["request"]:
-        pool.event_hooks = {**hooks, "request": [*hooks["request"], _record_request]}  # type: ignore[union-attr]
-    return True
-
-
 def _unwrapped(model: Any) -> Any:
     """The model under any ``WrapperModel`` s (instrumentation, a capability's wrapper)."""
     seen = 0
@@ -548,7 +538,6 @@ def _has_breakpoint(body: Mapping[str, Any]) -> bool:
 # Parts of the recorded body that CacheSafeParams carries in fields of their own (or, for
 # streaming, that say how the answer comes back, not what the prompt is).
 _OWN_FIELDS = frozenset({"model", "messages", "system", "tools", "stream"})
-_OPENAI_OWN_FIELDS = frozenset({"model", "messages", "tools", "stream", "stream_options"})
 
 
 def _outside_runs(extractor: MemoryExtractor, turn: TurnContext, notify: Notify | None) -> None:
@@ -795,7 +784,7 @@ class MemdirCapability(AbstractCapability[Any]):
             found = _openai_client(request_context.model)
             client = found[0] if found is not None else None
         if client is not None:
-            _attach(client)
+            add_pool_hook(client, "request", _record_request)
         before = run.sent_count
         run.requesting += 1
         try:
@@ -941,12 +930,9 @@ class MemdirCapability(AbstractCapability[Any]):
         if openai is not None:
             # Chat Completions caches every prefix on its own: the request as sent, its
             # system message inside, stands for the history it answered.
-            return CacheSafeParams(
-                model=self._host_model(openai[0], name),
-                tools=tuple(body.get("tools") or ()),
-                params={k: v for k, v in body.items() if k not in _OPENAI_OWN_FIELDS},
-                wire_messages=tuple(body["messages"]),
-                wire_replaces=ends[step.history_length - 1],
+            model = self._host_model(openai[0], name)
+            return chat_fork_params(
+                model, body, body["messages"], ends[step.history_length - 1]
             ), None
         if not _has_breakpoint(body):
             return None, "the last request has no cache_control: nothing of it is cached"

@@ -168,13 +168,7 @@ class QueueExtractor:
                 raise
             except Exception as exc:
                 self._drop_connection()
-                emit(
-                    self.sink,
-                    "queue.record_error",
-                    error_type=type(exc).__name__,
-                    reason=_reason(exc),
-                    duration_ms=int((time.monotonic() - started) * 1000),
-                )
+                self._failed(exc, started)
                 return None
 
     def _record_sync(
@@ -248,13 +242,7 @@ class QueueExtractor:
             aconn, self._aconn = self._aconn, None
             if aconn is not None and not aconn.closed:
                 await aconn.close()
-            emit(
-                self.sink,
-                "queue.record_error",
-                error_type=type(exc).__name__,
-                reason=_reason(exc),
-                duration_ms=int((time.monotonic() - started) * 1000),
-            )
+            self._failed(exc, started)
             return None
 
     async def _record_async(
@@ -293,6 +281,16 @@ class QueueExtractor:
                 enqueued = False
         state.shipped = (length, last)
         return self._done(session, length - start, enqueued, reset)
+
+    def _failed(self, exc: Exception, started: float) -> None:
+        """A turn not recorded: its messages go with the next one (the host never sees it)."""
+        emit(
+            self.sink,
+            "queue.record_error",
+            error_type=type(exc).__name__,
+            reason=_reason(exc),
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
 
     async def drain(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109 (the contract)
         """Nothing to wait for: each turn was committed before ``on_turn_end`` returned."""
