@@ -199,6 +199,11 @@ class AnthropicModel(ClientPerLoop["AsyncAnthropic"]):
     connection failures are retried with backoff; what still fails, or fails for good,
     raises :class:`~memdir.errors.ModelError`. Responses are streamed, so long outputs
     are never cut by an HTTP timeout.
+
+    ``client``: a client of the caller's, used as it is and left open. ``client_factory``:
+    how memdir makes a client of its own (one per event loop, closed with the model),
+    for settings beyond ``api_key`` and ``base_url`` (a host's organization, headers,
+    transport); it is called once here, so make the model off the event loop.
     """
 
     def __init__(
@@ -206,6 +211,7 @@ class AnthropicModel(ClientPerLoop["AsyncAnthropic"]):
         model: str,
         *,
         client: AsyncAnthropic | None = None,
+        client_factory: Callable[[], AsyncAnthropic] | None = None,
         api_key: str | None = None,
         base_url: str | None = None,
         timeout: float = 600.0,
@@ -215,8 +221,10 @@ class AnthropicModel(ClientPerLoop["AsyncAnthropic"]):
             raise UsageError("AnthropicModel needs a model name, e.g. 'claude-sonnet-4-5'")
         self.model = model
         self.retry = retry or RetryPolicy()
-        factory: Callable[[], AsyncAnthropic] | None = None
-        if client is None:
+        factory: Callable[[], AsyncAnthropic] | None = client_factory
+        if client is None and factory is not None:
+            client = factory()
+        elif client is None:
             try:
                 from anthropic import AsyncAnthropic
             except ModuleNotFoundError as exc:

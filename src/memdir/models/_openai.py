@@ -74,6 +74,11 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
     from ``usage.prompt_tokens_details.cached_tokens``. Rate limits, server errors and
     connection failures are retried with backoff; the rest raises
     :class:`~memdir.errors.ModelError`.
+
+    ``client``: a client of the caller's, used as it is and left open. ``client_factory``:
+    how memdir makes a client of its own (one per event loop, closed with the model),
+    for settings beyond ``api_key`` and ``base_url`` (a host's organization, headers,
+    transport); it is called once here, so make the model off the event loop.
     """
 
     def __init__(
@@ -81,6 +86,7 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
         model: str,
         *,
         client: AsyncOpenAI | None = None,
+        client_factory: Callable[[], AsyncOpenAI] | None = None,
         api_key: str | None = None,
         base_url: str | None = None,
         timeout: float = 600.0,
@@ -90,8 +96,10 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
             raise UsageError("OpenAIModel needs a model name, e.g. 'gpt-4.1'")
         self.model = model
         self.retry = retry or RetryPolicy()
-        factory: Callable[[], AsyncOpenAI] | None = None
-        if client is None:
+        factory: Callable[[], AsyncOpenAI] | None = client_factory
+        if client is None and factory is not None:
+            client = factory()
+        elif client is None:
             try:
                 from openai import AsyncOpenAI, OpenAIError
             except ModuleNotFoundError as exc:
