@@ -261,7 +261,11 @@ def test_forks_read_the_hosts_cache_and_cover_every_message(tmp_path: Path) -> N
     # The cursor stands on the final answer, as memdir reads the whole conversation.
     last_fork = [r for r in requests if is_memory_run(r.body)][-1].body["messages"]
     *_, prompt_at = (i for i, m in enumerate(last_fork) if FORK_OPENER in json.dumps(m))
-    read_back = messages_from_openai(last_fork[1:prompt_at])
+    # After the agent's system message, memdir's memory instructions and index: sent, but
+    # no part of the conversation.
+    assert last_fork[1]["role"] == "system"
+    assert "<system-reminder>" in last_fork[2]["content"]
+    read_back = messages_from_openai(last_fork[3:prompt_at])
     assert read_back[-1].text == "Noted: deploys on Fridays only."
     assert hooks.extractor is not None
     assert hooks.extractor.cursor == read_back[-1].uuid
@@ -415,7 +419,7 @@ def test_chat_messages_memdir_would_write_otherwise_are_forked_as_sent(tmp_path:
     (run,) = sink.named("extract.run")
     assert run.fields["mode"] == "fork"
     assert run.fields["message_count"] == 4
-    refused = host.body["messages"][2]
+    refused = next(m for m in host.body["messages"] if "refusal" in m)
     assert list(refused)[:2] == ["role", "refusal"]  # the SDK's order, not memdir's
     assert same_bytes(host.body["messages"], fork.body["messages"][: len(host.body["messages"])])
     assert fork.usage is not None

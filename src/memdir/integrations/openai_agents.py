@@ -51,7 +51,6 @@ it.
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import contextvars
 import dataclasses
@@ -65,7 +64,6 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, cast
 
 # The SDK is this module's whole point, and only this module's: memdir itself never needs it.
@@ -79,6 +77,7 @@ try:
         RunConfig,
         RunContextWrapper,
         RunHooks,
+        Session,
         Tool,
     )
     from agents.items import TResponseInputItem
@@ -91,11 +90,19 @@ except ModuleNotFoundError as exc:
     ) from exc
 
 from memdir.errors import UsageError
-from memdir.extract import ExtractConfig, MemoryExtractor, MemorySaved, Notify, TurnContext
-from memdir.fork import CacheSafeParams
-from memdir.integrations._wire import add_pool_hook, chat_fork_params
+from memdir.extract import ExtractConfig, MemoryExtractor, MemorySaved, Notify
+from memdir.integrations._host import (
+    Backend,
+    ClientSettings,
+    Endpoint,
+    HostCore,
+    HostTurn,
+    LoadedMemory,
+    SentRequest,
+    Sessions,
+)
+from memdir.integrations._wire import add_pool_hook
 from memdir.messages import (
-    AnyMessage,
     ContentBlock,
     ImageBlock,
     Message,
@@ -107,12 +114,11 @@ from memdir.messages import (
     derive_uuid,
     with_derived_uuids,
 )
-from memdir.models import Model, OpenAIModel, resolve_model
-from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
-from memdir.store import MemoryDir, default_memory_dir
-from memdir.telemetry import Sink, emit
-from memdir.tools import MemoryFiles, ToolContext, ToolError, builtin_tools
+from memdir.models import Model
+from memdir.store import MemoryDir
+from memdir.telemetry import Sink
 from memdir.tools import Tool as MemdirTool
+from memdir.tools import builtin_tools
 
 __all__ = ["MemdirAgentHooks", "MemdirRunHooks", "messages_from_items", "messages_to_items"]
 
@@ -721,19 +727,10 @@ class _Call:
     wire: _Wire | None
     recorded_before: int
     """Requests the wire had recorded when the call started."""
+    endpoint: Endpoint | None = None
+    """The agent's model endpoint, when it sends through an SDK client."""
     response: ModelResponse | None = None
     sent: _Sent | None = None
-
-
-@dataclass
-class _HostRequest:
-    """A turn ready for the extractor."""
-
-    messages: Sequence[AnyMessage]
-    """Chat Completions messages as the SDK wrote them (``chat``), else memdir's."""
-    params: CacheSafeParams | None
-    fallback: str | None = None
-    chat: bool = False
 
 
 @dataclass
@@ -745,6 +742,25 @@ class _RunState:
     failed, was cancelled, or another agent finished it) is let go with it."""
     tool_outputs: dict[str, object] = field(default_factory=dict)
     call: _Call | None = None
+
+
+@dataclass
+class _Conversation:
+    """What the hooks keep per conversation: its items read so far, and the memory it
+    is shown (the same two items on every request, so they share one cached prefix)."""
+
+    items: _ItemsReader = field(default_factory=lambda: _ItemsReader())
+    shown: tuple[dict[str, Any], ...] = ()
+
+
+def _shown_items(loaded: LoadedMemory) -> tuple[dict[str, Any], ...]:
+    """Memory as input items: memdir's instructions as a system message (stable text,
+    right after the agent's own, so the system prompt stays cacheable), then the
+    ``MEMORY.md`` index as the conversation's first user message."""
+    return (
+        {"role": "system", "content": loaded.instructions},
+        {"role": "user", "content": loaded.index},
+    )
 
 
 class _Memory:
@@ -762,36 +778,32 @@ class _Memory:
         cwd: str | os.PathLike[str] | None,
         session_id: str | None,
         base_url: str | None,
+        backend: Backend | None,
+        load_memory: bool,
     ) -> None:
-        self.cwd = str(cwd) if cwd is not None else None
-        if memory_dir is None:
-            memory_dir = default_memory_dir(self.cwd or os.getcwd())
-        self.memory_dir = memory_dir if isinstance(memory_dir, MemoryDir) else MemoryDir(memory_dir)
-        self.config = config or ExtractConfig()
-        self.sink = sink
+        self.core = HostCore(
+            memory_dir,
+            model,
+            config=config,
+            sink=sink,
+            notify=_outside(notify) if notify is not None else None,
+            cwd=cwd,
+            base_url=base_url,
+            backend=backend,
+        )
         self.run_config = run_config
-        self.notify = notify
         self.session_id = session_id
-        self.fallback_reason: str | None = None
-        self.extractor: MemoryExtractor | None = None
-        if isinstance(model, str):
-            model = resolve_model(model, base_url=base_url)
-        if model is not None:
-            self.extractor = self._new_extractor(model)
+        self.load_memory = load_memory
         self._runs: dict[int, _RunState] = {}
         """Per run, by its ``Usage`` object: the one thing the runner shares between the
         ``RunContextWrapper`` of the model hooks and the ``AgentHookContext`` of the end
         hook, so that concurrent runs through one hooks object never mix."""
-        self._fork_model_of: tuple[object, str, OpenAIModel] | None = None
-        """memdir's model on the host's latest client and model name: one, so that a host
-        that makes a client per turn does not keep them all."""
-        self._items = _ItemsReader()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._tool_context: ToolContext | None = None
+        self._conversations: Sessions[_Conversation] = Sessions(_Conversation)
         self._default_run_config: RunConfig | None = None
 
-    def _new_extractor(self, model: Model) -> MemoryExtractor:
-        return MemoryExtractor(self.memory_dir, model, self.config, self.sink)
+    @property
+    def memory_dir(self) -> MemoryDir:
+        return self.core.memory_dir
 
     def _config(self) -> RunConfig:
         if self.run_config is not None:
@@ -800,33 +812,53 @@ class _Memory:
             self._default_run_config = RunConfig()
         return self._default_run_config
 
-    def watch(self, agent: Agent[Any]) -> _Wire | None:
-        """The recorder on the pool the agent's Chat Completions client sends through."""
-        try:
-            found = _chat_model(agent, self._config())
-            return _wire_of(found[1]) if found is not None else None
-        except Exception as exc:  # never into the host's run
-            _log.debug("memdir: the agent's requests are not watched: %s", exc)
+    def _endpoint(self, agent: Agent[Any]) -> Endpoint | None:
+        """The agent's model endpoint, when its model sends through an SDK client."""
+        model = _sdk_turn_preparation().get_model(agent, self._config())
+        client, name = getattr(model, "_client", None), getattr(model, "model", None)
+        settings = ClientSettings.of(client) if client is not None else None
+        if settings is None or not isinstance(name, str):
             return None
+        return Endpoint(settings, name)
 
     # --- the run, as the hooks see it ---------------------------------------------------------
 
-    def llm_started(
+    async def llm_started(
         self,
         context: object,
         agent: Agent[Any],
         system: str | None,
-        items: Sequence[Any],
+        items: list[Any],
     ) -> None:
+        conversation = self._conversations.get(self.session_id)
+        if self.load_memory:
+            if not conversation.shown:
+                loaded = await self.core.aload_memory(self.session_id)
+                conversation.shown = _shown_items(loaded)
+            shown = conversation.shown
+            # The list is the one the runner sends: memory goes first, once.
+            if [_plain_or_none(i) for i in items[: len(shown)]] != list(shown):
+                items[0:0] = [dict(i) for i in shown]
+        own = _without_shown(items, conversation.shown)
         run = self._state(context)
-        wire = self.watch(agent)
+        wire = None
+        endpoint = None
+        try:
+            endpoint = self._endpoint(agent)
+            if endpoint is not None:
+                self.core.host_model(endpoint)  # its client is built in a thread, now
+            found = _chat_model(agent, self._config())
+            wire = _wire_of(found[1]) if found is not None else None
+        except Exception as exc:  # never into the host's run
+            _log.debug("memdir: the agent's requests are not watched: %s", exc)
         run.call = _Call(
             agent=agent,
             system=system,
-            items=list(items),
+            items=own,
             started_at=time.time(),
             wire=wire,
             recorded_before=wire.count if wire is not None else 0,
+            endpoint=endpoint,
         )
 
     def _state(self, context: object) -> _RunState:
@@ -859,45 +891,31 @@ class _Memory:
             self._state(context).tool_outputs[call_id] = result
 
     def turn_ended(self, context: RunContextWrapper[Any], agent: Agent[Any]) -> None:
-        """The agent produced its final output: report the turn to the extractor. Costs
-        what the turn added: the last request is read as it was sent, not rebuilt."""
+        """The agent produced its final output: report the turn. Costs what the turn
+        added: the last request is read as it was sent, not rebuilt."""
         try:
             run = self._runs.pop(id(getattr(context, "usage", context)), None)
             call = run.call if run is not None else None
             if run is None or call is None or call.agent is not agent or call.response is None:
                 return
             final = self._final_items(run, call.response)
+            conversation = self._conversations.get(self.session_id)
             try:
-                turn = self._host_request(call, final)
+                turn = self._host_turn(call, final, conversation)
             except Exception as exc:  # an SDK this code does not know: memdir's own request
-                turn = self._items_turn(call, final, f"{type(exc).__name__}: {exc}")
+                turn = self._items_turn(call, final, conversation, f"{type(exc).__name__}: {exc}")
             try:
-                self._report(turn, call, agent)
+                self._submit(turn)
             except TypeError as exc:  # chat messages memdir cannot read; the items it can
-                if not turn.chat:
+                if turn.request is None and turn.fallback is None:
                     raise
-                self._report(self._items_turn(call, final, str(exc)), call, agent)
+                self._submit(self._items_turn(call, final, conversation, str(exc)))
         except Exception as exc:  # the host's turn must never fail because of memory
-            _log.warning("memdir: turn not reported: %s: %s", type(exc).__name__, exc)
-            emit(self.sink, "extract.error", duration_ms=0, error_type=type(exc).__name__)
+            self.core.failed(exc)
 
-    def _report(self, turn: _HostRequest, call: _Call, agent: Agent[Any]) -> None:
-        extractor = self.extractor
-        if extractor is None:
-            extractor = self.extractor = self._new_extractor(self._own_model(agent))
-        self._loop = asyncio.get_running_loop()
-        report = TurnContext(
-            messages=tuple(turn.messages),
-            params=turn.params,
-            cwd=self.cwd,
-            last_request_at=call.sent.at if call.sent is not None else call.started_at,
-            session_id=self.session_id,
-        )
+    def _submit(self, turn: HostTurn) -> None:
         # The run's task inherits this context: its requests are memdir's, not the host's.
-        contextvars.copy_context().run(_as_own, extractor, report, self.notify)
-        self.fallback_reason = turn.fallback
-        if turn.fallback is not None:
-            _log.debug("memdir: standalone run: %s", turn.fallback)
+        contextvars.copy_context().run(_as_own, self.core, turn)
 
     def _final_items(self, run: _RunState, response: ModelResponse) -> list[Any]:
         """The final answer as items, with the results of calls that ended the run (a
@@ -914,98 +932,76 @@ class _Memory:
                 out.append({"call_id": call_id, "output": output, "type": "function_call_output"})
         return out
 
-    def _own_model(self, agent: Agent[Any]) -> Model:
-        """The extractor's model when none was given: the agent's model and endpoint, on
-        a client of memdir's own (the extractor outlives any one turn, and a host may
-        close its client after each), else ``$MEMDIR_MODEL``, else the offline model."""
-        try:
-            sdk_model = _sdk_turn_preparation().get_model(agent, self._config())
-            client = getattr(sdk_model, "_client", None)
-            name = getattr(sdk_model, "model", None)
-            from openai import AsyncOpenAI
-
-            if isinstance(client, AsyncOpenAI) and isinstance(name, str):
-                return OpenAIModel(name, api_key=client.api_key, base_url=str(client.base_url))
-        except Exception as exc:
-            _log.debug("memdir: the agent's model is not usable for memory: %s", exc)
-        return resolve_model(os.environ.get("MEMDIR_MODEL") or "offline")
-
     # --- the turn's conversation and the fork's request ------------------------------------
 
-    def _items_turn(self, call: _Call, final: list[Any], why: str) -> _HostRequest:
+    def _items_turn(
+        self, call: _Call, final: list[Any], conversation: _Conversation, why: str
+    ) -> HostTurn:
         """A standalone turn read from the input items (the Responses API, other models)."""
-        messages = self._items.read([*call.items, *final])
-        return _HostRequest(messages=messages, params=None, fallback=why)
+        return HostTurn(
+            messages=conversation.items.read([*call.items, *final]),
+            conversation=self.session_id,
+            endpoint=call.endpoint,
+            fallback=why,
+            last_request_at=call.started_at,
+        )
 
-    def _host_request(self, call: _Call, final: list[Any]) -> _HostRequest:
+    def _host_turn(self, call: _Call, final: list[Any], conversation: _Conversation) -> HostTurn:
         found = _chat_model(call.agent, self._config())
         if found is None:
             model = _sdk_turn_preparation().get_model(call.agent, self._config())
             return self._items_turn(
                 call,
                 final,
+                conversation,
                 f"{type(model).__name__} is not a Chat Completions model on an AsyncOpenAI "
                 "client: memdir's OpenAI adapter cannot send its request's prefix",
             )
         sdk_model, client = found
         answer = _as_chat(final, sdk_model, client)
+        # As the SDK writes a message item of a string (the Converter is not asked again).
+        shown = [{"role": i["role"], "content": i["content"]} for i in conversation.shown]
         if call.sent is None:
             # The conversation as the SDK writes it, so that its messages keep their ids
             # when a later turn's request is seen again.
             sent = _as_chat(call.items, sdk_model, client)
-            return _HostRequest(
+            return HostTurn(
                 messages=[*sent, *answer],
-                params=None,
-                chat=True,
+                conversation=self.session_id,
+                endpoint=call.endpoint,
                 fallback="the last request was not seen on its way out (a client whose "
                 "HTTP pool memdir cannot hook, a server that names no x-request-id while "
                 "other requests are in flight, or a body let go before its call ended)",
+                last_request_at=call.started_at,
             )
         body = json.loads(call.sent.body)
         recorded = body.get("messages")
         if not isinstance(recorded, list):
             raise UsageError("the recorded request has no messages")
         offset = 1 if call.system and recorded and recorded[0].get("role") == "system" else 0
-        conversation = [*recorded[offset:], *answer]
-        choice = body.get("tool_choice")
-        if choice not in (None, "auto"):
-            return _HostRequest(
-                messages=conversation,
-                params=None,
-                chat=True,
-                fallback=f"the last request forces tool_choice={choice!r}: the memory agent "
-                "must choose its own tools",
-            )
+        # memdir's own memory messages are sent, but are no part of the conversation.
+        if shown and recorded[offset : offset + len(shown)] == shown:
+            offset += len(shown)
+        messages = [*recorded[offset:], *answer]
         # What the host sent, then its answer as its next request will send it: the
         # fork's prefix is the host's, and the host's next request reads the fork's.
-        model = self._fork_model(sdk_model.model, client)
-        params = chat_fork_params(model, body, [*recorded, *answer], len(conversation))
-        return _HostRequest(messages=conversation, params=params, chat=True)
-
-    def _fork_model(self, name: str, client: Any) -> OpenAIModel:
-        """memdir's model for the host's client and model name."""
-        known = self._fork_model_of
-        if known is not None and known[0] is client and known[1] == name:
-            return known[2]
-        # memdir retries on its own: one attempt per call from the client.
-        model = OpenAIModel(name, client=client.with_options(max_retries=0))
-        self._fork_model_of = (client, name, model)
-        return model
+        return HostTurn(
+            messages=messages,
+            conversation=self.session_id,
+            endpoint=call.endpoint,
+            request=SentRequest(
+                wire="chat",
+                body=body,
+                messages=[*recorded, *answer],
+                replaces=len(messages),
+                sent_at=call.sent.at,
+            ),
+        )
 
     # --- memory tools for the host -----------------------------------------------------------
 
     def tools(self) -> list[Tool]:
-        cwd = self.cwd or os.getcwd()
-        md = self.memory_dir
-        if self._tool_context is None:
-            self._tool_context = ToolContext(
-                write_guard=memory_write_guard(
-                    md, allow_private_secrets=self.config.allow_private_secrets
-                ),
-                memory_files=MemoryFiles(
-                    memory_dir=md, format=self.config.memory_format, session_id=self.session_id
-                ),
-            )
+        cwd = self.core.cwd or os.getcwd()
         out: list[Tool] = []
         for tool in builtin_tools(cwd):
             if tool.name not in _HOST_TOOLS:
@@ -1030,45 +1026,24 @@ class _Memory:
             return f"{tool.name}: the arguments are not valid JSON."
         if not isinstance(tool_input, dict):
             return f"{tool.name}: the arguments must be a JSON object."
-        md = self.memory_dir
-        path = tool_input.get("file_path")
-        if not md.is_memory_path(path, cwd=cwd):
-            return f"{tool.name} is limited to files inside the memory directory {md.root}."
-        if _hidden_part(md, str(path), cwd):
-            # memdir's own bookkeeping (.memdir/: cursors, logs, the trash) is not memory.
-            return f"{tool.name} is limited to memory files; hidden names are not memories."
-        gate = auto_mem_can_use_tool(
-            md, cwd=cwd, allow_private_secrets=self.config.allow_private_secrets, sink=self.sink
-        )
-        decision = await gate(tool, tool_input)
-        if not decision.allowed:
-            return decision.message or f"{tool.name} is not allowed here."
-        assert self._tool_context is not None
-        try:
-            await asyncio.to_thread(md.ensure)
-            output = await tool.run(tool_input, self._tool_context)
-        except ToolError as exc:
-            return str(exc)
-        return output.content
-
-    async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 (as the extractor's)
-        if self.extractor is not None:
-            await self.extractor.drain(timeout)
-
-    def drain_sync(self, timeout: float) -> None:
-        # ``Runner.run_sync`` runs on the thread's default loop, which stays between calls:
-        # the memory runs are tasks there, and move only while it runs.
-        deadline = time.monotonic() + timeout
-        loop = self._loop
-        if loop is not None and not loop.is_closed() and not loop.is_running():
-            loop.run_until_complete(self.drain(timeout))
-        if self.extractor is not None:
-            self.extractor.drain_sync(max(0.0, deadline - time.monotonic()))
+        return await self.core.run_tool(tool, tool_input, cwd=cwd, conversation=self.session_id)
 
 
-def _as_own(extractor: MemoryExtractor, turn: TurnContext, notify: Notify | None) -> None:
+def _plain_or_none(item: object) -> object:
+    return dict(item) if isinstance(item, Mapping) else None
+
+
+def _without_shown(items: list[Any], shown: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """The input items without memdir's memory items at their start."""
+    count = len(shown)
+    if count and [_plain_or_none(i) for i in items[:count]] == list(shown):
+        return list(items[count:])
+    return list(items)
+
+
+def _as_own(core: HostCore, turn: HostTurn) -> None:
     _OWN.set(True)
-    extractor.on_turn_end(turn, notify=_outside(notify) if notify is not None else None)
+    core.submit(turn)
 
 
 def _outside(notify: Notify) -> Notify:
@@ -1088,16 +1063,6 @@ def _same_object(value: object) -> object:
     return value
 
 
-def _hidden_part(md: MemoryDir, path: str, cwd: str) -> bool:
-    """Whether ``path``, inside the memory directory, goes through a hidden name there."""
-    full = os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
-    try:
-        relative = Path(full).relative_to(md.root)
-    except ValueError:
-        relative = Path(os.path.relpath(os.path.realpath(full), os.path.realpath(md.root)))
-    return any(part.startswith(".") for part in relative.parts)
-
-
 class _MemdirHooks:
     """What both kinds of hooks share: their arguments, their user's API, and the model
     call hooks, which the SDK calls alike on run and agent hooks."""
@@ -1113,8 +1078,13 @@ class _MemdirHooks:
         run_config: RunConfig | None = None,
         cwd: str | os.PathLike[str] | None = None,
         session_id: str | None = None,
+        session: Session | None = None,
         base_url: str | None = None,
+        backend: Backend | None = None,
+        load_memory: bool = True,
     ) -> None:
+        if session is not None and session_id is None:
+            session_id = session.session_id
         self._memory = _Memory(
             memory_dir,
             model,
@@ -1125,6 +1095,8 @@ class _MemdirHooks:
             cwd=cwd,
             session_id=session_id,
             base_url=base_url,
+            backend=backend,
+            load_memory=load_memory,
         )
 
     @property
@@ -1134,14 +1106,14 @@ class _MemdirHooks:
 
     @property
     def extractor(self) -> MemoryExtractor | None:
-        """The extractor; None until the first turn when no ``model`` was given."""
-        return self._memory.extractor
+        """The conversation's extractor, with the default backend, once a turn ended."""
+        return self._memory.core.extractor(self._memory.session_id)
 
     @property
     def fallback_reason(self) -> str | None:
         """Why the last turn went standalone instead of forking the host's request; None
         when it forked (or no turn ended yet)."""
-        return self._memory.fallback_reason
+        return self._memory.core.fallback_reason
 
     def tools(self) -> list[Tool]:
         """memdir's ``Read``, ``Write`` and ``Edit`` for the agent, limited to the memory
@@ -1157,12 +1129,16 @@ class _MemdirHooks:
 
     async def drain(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109 (the contract)
         """Wait up to ``timeout`` seconds for the memory runs still going."""
-        await self._memory.drain(timeout)
+        await self._memory.core.drain(timeout)
 
     def drain_sync(self, timeout: float = 60.0) -> None:
         """:meth:`drain` for a host that runs its agent with ``Runner.run_sync``, whose
         loop holds the memory runs between calls: this runs it until they end."""
-        self._memory.drain_sync(timeout)
+        self._memory.core.drain_sync(timeout)
+
+    def close(self) -> None:
+        """Stop the backend's background work (the threads of ``run_sync`` hosts)."""
+        self._memory.core.close()
 
     async def on_llm_start(
         self,
@@ -1172,7 +1148,7 @@ class _MemdirHooks:
         input_items: list[TResponseInputItem],
     ) -> None:
         """Keep the exact input of the call: the fork's prefix is the last one's."""
-        self._memory.llm_started(context, agent, system_prompt, input_items)
+        await self._memory.llm_started(context, agent, system_prompt, input_items)
 
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse

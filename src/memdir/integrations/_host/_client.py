@@ -228,6 +228,13 @@ class HostModels:
                 self._models.popitem(last=False)
             return model
 
+    async def aclose(self) -> None:
+        """Close what the models hold on the running loop."""
+        with self._lock:
+            models = list(self._models.values())
+        for model in models:
+            await model.aclose()
+
     def of_client(self, client: object, model: str) -> HostModel | None:
         """:meth:`get` for an SDK client and a model name; None for an unknown client."""
         settings = ClientSettings.of(client)

@@ -180,7 +180,7 @@ class HostCore:
             built = turn() if callable(turn) else turn
             if built is None:
                 return
-            self._report(built)
+            self.submit(built)
         except Exception as exc:  # the host's turn must never fail because of memory
             self.failed(exc)
 
@@ -196,7 +196,9 @@ class HostCore:
             reason=str(exc).splitlines()[0] if str(exc) else "",
         )
 
-    def _report(self, turn: HostTurn) -> None:
+    def submit(self, turn: HostTurn) -> None:
+        """:meth:`report` that raises: for an adapter that tries another reading of the
+        turn when the backend cannot read this one (a :class:`TypeError`)."""
         params: CacheSafeParams | None = None
         fallback = turn.fallback
         host = self.host_model(turn.endpoint) if turn.endpoint is not None else None
@@ -314,11 +316,16 @@ class HostCore:
 
     def drain_sync(self, timeout: float = 60.0) -> None:
         """:meth:`drain` for a host whose loop stays between calls (``run_sync``,
-        ``invoke``): runs that loop until its memory runs end, then waits for the rest."""
+        ``invoke``): runs that loop until its memory runs end, then waits for the rest.
+
+        memdir's connections on that loop are closed too: such a host closes the loop
+        without shutting it down, which would leave them open; a later run opens new
+        ones."""
         deadline = time.monotonic() + timeout
         loop = self._loop
         if loop is not None and not loop.is_closed() and not loop.is_running():
             loop.run_until_complete(self._backend.drain(timeout))
+            loop.run_until_complete(self.host_models.aclose())
         self._backend.drain_sync(max(0.0, deadline - time.monotonic()))
 
     def close(self) -> None:
