@@ -24,6 +24,7 @@ from agents import (
     ModelSettings,
     OpenAIChatCompletionsModel,
     Runner,
+    SQLiteSession,
     TResponseInputItem,
     function_tool,
 )
@@ -1059,3 +1060,318 @@ def test_a_run_started_from_a_notice_is_the_hosts_own() -> None:
     finally:
         openai_agents._OWN.reset(token)
     assert seen == [False]
+
+
+# --- one host core: restarts, the host's client, memory loaded back, the host's loop ------
+
+
+def memory_requests(requests: list[RecordedRequest]) -> list[RecordedRequest]:
+    return [r for r in requests if is_memory_run(r.body)]
+
+
+def test_a_restart_over_the_same_session_saves_each_fact_once(tmp_path: Path) -> None:
+    """A new process — new hooks, a new client — over the same ``SQLiteSession`` file
+    reads only the turn that is new, and saves its fact."""
+    memory, db = tmp_path / "memory", tmp_path / "conversations.db"
+    sink = CollectingSink()
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        def process(texts: list[str]) -> None:
+            async def main() -> None:
+                session = SQLiteSession("ana", db)
+                hooks = MemdirRunHooks(memory, session=session, sink=sink)
+                async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                    agent = host_agent(client, hooks)
+                    for text in texts:
+                        await Runner.run(agent, text, session=session, hooks=hooks)
+                        await hooks.drain()
+                session.close()
+
+            asyncio.run(main())
+
+        process(TURNS[:2])
+        process(TURNS[2:])
+        server.assert_no_errors()
+
+    assert_memories(memory, [ANA, DEPLOYS])
+    assert len((memory / "MEMORY.md").read_text().splitlines()) == 2
+    runs = sink.named("extract.run")
+    assert [r.fields["message_count"] for r in runs] == [2, 4, 2]  # the third: only new
+    assert not sink.named("extract.skipped_direct_write")
+    assert not sink.named("extract.error")
+
+
+def responses_server(
+    answers: list[str], seen: list[dict[str, Any]]
+) -> Any:  # an httpx.MockTransport answering the Responses API
+    import httpx
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        seen.append(body)
+        number = len(seen)
+        text = answers[(number - 1) % len(answers)]
+        return httpx.Response(
+            200,
+            headers={"x-request-id": f"req_{number}"},
+            json={
+                "id": f"resp_{number}",
+                "object": "response",
+                "created_at": 0,
+                "model": MODEL,
+                "status": "completed",
+                "parallel_tool_calls": True,
+                "tool_choice": "auto",
+                "tools": [],
+                "output": [
+                    {
+                        "type": "message",
+                        "id": f"msg_{number}",
+                        "role": "assistant",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": text, "annotations": []}],
+                    }
+                ],
+                "usage": {
+                    "input_tokens": 10,
+                    "output_tokens": 5,
+                    "total_tokens": 15,
+                    "input_tokens_details": {"cached_tokens": 0},
+                    "output_tokens_details": {"reasoning_tokens": 0},
+                },
+            },
+        )
+
+    return httpx.MockTransport(handle)
+
+
+def test_a_restart_on_the_responses_api_saves_each_fact_once(tmp_path: Path) -> None:
+    """The same on the Responses API (the SDK's default model), whose turns memdir reads
+    from the input items: the second process reads the new turn only."""
+    import httpx
+    from agents import OpenAIResponsesModel
+
+    memory, db = tmp_path / "memory", tmp_path / "conversations.db"
+    sink = CollectingSink()
+    read: list[list[str]] = []
+
+    def memory_agent(request: ModelRequest) -> Message | str:
+        if request.messages[-1].is_tool_result:
+            return "Saved."
+        texts = [m.text for m in request.messages]
+        read.append(texts)
+        said = json.dumps(texts)
+        if "I'm Ana" in said and not (memory / ANA).exists():
+            return Script(memory).save(ANA, "Ana", "user", "Ana leads the data platform team")
+        if "deploys happen on Fridays" in said and not (memory / DEPLOYS).exists():
+            return Script(memory).save(DEPLOYS, "Deploy days", "project", "Fridays only")
+        return "Nothing worth saving."
+
+    seen: list[dict[str, Any]] = []
+
+    def process(texts: list[str]) -> None:
+        async def main() -> None:
+            session = SQLiteSession("ana", db)
+            hooks = MemdirRunHooks(
+                memory, FunctionModel(memory_agent), session=session, sink=sink
+            )
+            transport = responses_server(["Noted."], seen)
+            http = httpx.AsyncClient(transport=transport)
+            async with AsyncOpenAI(base_url="http://fake/v1", api_key="t", http_client=http) as c:
+                agent = Agent(
+                    name="support",
+                    instructions=INSTRUCTIONS,
+                    model=OpenAIResponsesModel(MODEL, c),
+                    tools=hooks.tools(),
+                )
+                for text in texts:
+                    await Runner.run(agent, text, session=session, hooks=hooks)
+                    await hooks.drain()
+            session.close()
+
+        asyncio.run(main())
+
+    process(TURNS[:1])
+    process(TURNS[2:])
+
+    assert_memories(memory, [ANA, DEPLOYS])
+    runs = sink.named("extract.run")
+    assert [r.fields["mode"] for r in runs] == ["standalone"] * 2
+    assert [r.fields["message_count"] for r in runs] == [2, 2]
+    assert not sink.named("extract.skipped_direct_write")
+    assert not any("I'm Ana" in text for text in read[-1][-2:])
+
+
+def test_a_client_closed_before_drain_loses_nothing(tmp_path: Path) -> None:
+    """``async with AsyncOpenAI(...) as client:`` ends before ``drain()``: the memory run
+    goes on, on a client of memdir's own, and never tries the closed one."""
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="fork"), sink=sink)
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> None:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                await Runner.run(host_agent(client, hooks), TURNS[0], hooks=hooks)
+            assert client.is_closed()
+            await hooks.drain()
+
+        asyncio.run(main())
+        server.assert_no_errors()
+        requests = server.requests
+
+    assert not sink.named("extract.error")
+    assert [r.fields["mode"] for r in sink.named("extract.run")] == ["fork"]
+    assert_memories(memory, [ANA])
+    fork = memory_requests(requests)[0]
+    assert fork.usage is not None
+    assert fork.usage["prompt_tokens_details"]["cached_tokens"] > 0
+
+
+class CountingTransport:
+    """A custom transport of the host's (a gateway's, a proxy's): memdir sends through it."""
+
+    def __init__(self) -> None:
+        import httpx
+
+        self.inner = httpx.AsyncHTTPTransport()
+        self.sent: list[str] = []
+
+    async def handle_async_request(self, request: Any) -> Any:
+        self.sent.append(request.url.path)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.mark.parametrize("mode", ["fork", "standalone"])
+@pytest.mark.parametrize("custom_http_client", [False, True])
+def test_the_hosts_client_settings_reach_every_memory_request(
+    tmp_path: Path, mode: str, custom_http_client: bool
+) -> None:
+    import httpx
+
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    hooks = MemdirRunHooks(memory, config=ExtractConfig(mode=mode), sink=sink)  # type: ignore[arg-type]
+    transport = CountingTransport()
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> None:
+            http = (
+                httpx.AsyncClient(transport=transport, headers={"X-Proxy-Auth": "p-1"})  # type: ignore[arg-type]
+                if custom_http_client
+                else None
+            )
+            async with AsyncOpenAI(
+                base_url=server.base_url,
+                api_key="test",
+                organization="org-acme",
+                project="proj_memory",
+                default_headers={"X-Gateway-Key": "k-123"},
+                http_client=http,
+            ) as client:
+                await chat(host_agent(client, hooks), hooks, drain=hooks)
+
+        asyncio.run(main())
+        server.assert_no_errors()
+        requests = server.requests
+
+    assert not sink.named("extract.error")
+    assert [r.fields["mode"] for r in sink.named("extract.run")] == [mode] * 3
+    ours = memory_requests(requests)
+    assert len(ours) >= 3
+    for request in ours:
+        assert request.headers["openai-organization"] == "org-acme"
+        assert request.headers["openai-project"] == "proj_memory"
+        assert request.headers["x-gateway-key"] == "k-123"
+        if custom_http_client:
+            assert request.headers["x-proxy-auth"] == "p-1"
+    if custom_http_client:
+        assert len(transport.sent) == len(requests)  # the host's and memdir's alike
+    assert_memories(memory, [ANA, DEPLOYS])
+
+
+def test_a_new_conversation_is_shown_the_saved_memory(tmp_path: Path) -> None:
+    """With only the hooks installed, the first request of a conversation holds memdir's
+    memory instructions (a system message after the agent's own, the same text every
+    time) and the ``MEMORY.md`` index (a first user message); every request of the
+    conversation starts with the same messages, so they share one cached prefix."""
+    from memdir.recall import memory_prompt
+
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    (memory / ANA).write_text(memory_file("Ana", "user", "Ana leads the data platform team"))
+    (memory / "MEMORY.md").write_text(f"- [Ana]({ANA}) — Ana leads the data platform team\n")
+    hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="fork"))
+    requests = served_chat(memory, hooks)
+
+    host = [r.body["messages"] for r in requests if not is_memory_run(r.body)]
+    first = host[0]
+    assert first[0] == {"role": "system", "content": INSTRUCTIONS}
+    assert first[1] == {"role": "system", "content": memory_prompt(memory)}
+    assert first[2]["role"] == "user"
+    assert f"- [Ana]({ANA})" in first[2]["content"]
+    assert first[3] == {"role": "user", "content": TURNS[0]}
+    assert all(same_bytes(messages[:3], first[:3]) for messages in host)
+    later = [r for r in requests if not is_memory_run(r.body)][-1]
+    assert later.usage is not None
+    assert later.usage["prompt_tokens_details"]["cached_tokens"] > 0
+
+
+def test_memory_is_not_shown_when_turned_off(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="fork"), load_memory=False)
+    requests = served_chat(memory, hooks)
+
+    first = requests[0].body["messages"]
+    assert first == [
+        {"role": "system", "content": INSTRUCTIONS},
+        {"role": "user", "content": TURNS[0]},
+    ]
+    assert_memories(memory, [ANA, DEPLOYS])
+
+
+def test_no_client_is_built_on_the_hosts_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """memdir's client (an SSL context: 100 ms and more) is built in a worker thread, never
+    on the loop the host's agent runs on, nor is ``MEMORY.md`` read there."""
+    import threading
+
+    from memdir.integrations._host import _core
+
+    built_on: list[str] = []
+    real_init = AsyncOpenAI.__init__
+
+    def counting_init(self: AsyncOpenAI, *args: Any, **kwargs: Any) -> None:
+        built_on.append(threading.current_thread().name)
+        real_init(self, *args, **kwargs)
+
+    read_on: list[str] = []
+    real_reminder = _core.memory_reminder
+
+    def reminder(*args: Any, **kwargs: Any) -> str:
+        read_on.append(threading.current_thread().name)
+        return real_reminder(*args, **kwargs)
+
+    memory = tmp_path / "memory"
+    hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="fork"))
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> None:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                monkeypatch.setattr(AsyncOpenAI, "__init__", counting_init)
+                monkeypatch.setattr(_core, "memory_reminder", reminder)
+                await Runner.run(host_agent(client, hooks), TURNS[0], hooks=hooks)
+                await hooks.drain()
+                loop_thread = threading.current_thread().name
+                assert built_on
+                assert loop_thread not in built_on
+                assert read_on
+                assert loop_thread not in read_on
+
+        asyncio.run(main())
+        server.assert_no_errors()
+    assert_memories(memory, [ANA])
