@@ -2,7 +2,8 @@
 
 After each final answer the run hooks hand the turn to a memory agent, which runs in the
 background as a fork of the agent's last request — inside its prompt cache — and prints
-a notice when it saved something. On exit the script waits for that work to finish.
+a notice when it saved something. Each conversation starts with what was saved before.
+On exit the script waits for that work to finish.
 
     pip install 'memdir[openai-agents]'
     export OPENAI_API_KEY=...
@@ -22,11 +23,10 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from agents import Agent, OpenAIChatCompletionsModel, Runner, TResponseInputItem
+from agents import Agent, OpenAIChatCompletionsModel, Runner, SQLiteSession, TResponseInputItem
 from openai import AsyncOpenAI
 
-from memdir.integrations.openai_agents import MemdirRunHooks, messages_to_items
-from memdir.recall import memory_prompt, memory_reminder_message
+from memdir.integrations.openai_agents import MemdirRunHooks
 from memdir.store import default_memory_dir
 
 INSTRUCTIONS = """\
@@ -41,26 +41,23 @@ async def run_agent(
     user_inputs: Iterable[str],
     *,
     say: Callable[[str], object] = print,
+    session: SQLiteSession | None = None,
 ) -> list[TResponseInputItem]:
     """Chat until the inputs run out; return the conversation as input items."""
-    memory = MemdirRunHooks(memory_dir, notify=lambda saved: say(f"● {saved}"))
+    session = session or SQLiteSession("assistant")  # give it a file to resume later
+    # The session names the conversation: a later process over it reads only new turns.
+    memory = MemdirRunHooks(memory_dir, session=session, notify=lambda s: say(f"● {s}"))
     agent = Agent(
         name="assistant",
-        # Stable text (no dates, no index): the system prompt stays cacheable.
-        instructions=INSTRUCTIONS + "\n\n" + memory_prompt(memory_dir),
+        instructions=INSTRUCTIONS,  # memdir adds its instructions and the saved index
         tools=memory.tools(),  # lets the agent, and so its memory agent, save a memory
         model=OpenAIChatCompletionsModel(model_name, client),
     )
-    # What is remembered so far opens the conversation, as memdir's reminder message.
-    conversation = messages_to_items([memory_reminder_message(memory_dir)])
     for text in user_inputs:
-        result = await Runner.run(
-            agent, [*conversation, {"role": "user", "content": text}], hooks=memory
-        )
+        result = await Runner.run(agent, text, session=session, hooks=memory)
         say(str(result.final_output))
-        conversation = result.to_input_list()
     await memory.drain()
-    return conversation
+    return await session.get_items()
 
 
 def main() -> None:
@@ -68,10 +65,12 @@ def main() -> None:
     parser.add_argument("turns", nargs="*", help="user messages, one per turn")
     parser.add_argument("--model", default="gpt-4.1-mini", help="OpenAI model name")
     parser.add_argument("--memory-dir", type=Path, help="default: Claude Code's for this folder")
+    parser.add_argument("--session", default=":memory:", help="a SQLite file to resume from")
     args = parser.parse_args()
     memory_dir = args.memory_dir or default_memory_dir(os.getcwd())
     turns = args.turns or (line.strip() for line in sys.stdin if line.strip())
-    asyncio.run(run_agent(AsyncOpenAI(), args.model, memory_dir, turns))
+    session = SQLiteSession("assistant", args.session)
+    asyncio.run(run_agent(AsyncOpenAI(), args.model, memory_dir, turns, session=session))
 
 
 if __name__ == "__main__":

@@ -1172,12 +1172,14 @@ def test_a_restart_on_the_responses_api_saves_each_fact_once(tmp_path: Path) -> 
     def process(texts: list[str]) -> None:
         async def main() -> None:
             session = SQLiteSession("ana", db)
-            hooks = MemdirRunHooks(
-                memory, FunctionModel(memory_agent), session=session, sink=sink
-            )
+            hooks = MemdirRunHooks(memory, FunctionModel(memory_agent), session=session, sink=sink)
             transport = responses_server(["Noted."], seen)
             http = httpx.AsyncClient(transport=transport)
-            async with AsyncOpenAI(base_url="http://fake/v1", api_key="t", http_client=http) as c:
+            async with AsyncOpenAI(
+                base_url="http://fake/v1",
+                api_key="t",
+                http_client=http,  # type: ignore[arg-type]  # plain httpx: the SDK takes it
+            ) as c:
                 agent = Agent(
                     name="support",
                     instructions=INSTRUCTIONS,
@@ -1246,24 +1248,28 @@ class CountingTransport:
 
 
 @pytest.mark.parametrize("mode", ["fork", "standalone"])
-@pytest.mark.parametrize("custom_http_client", [False, True])
+@pytest.mark.parametrize("http_client", ["sdk default", "plain httpx", "the SDK's class"])
 def test_the_hosts_client_settings_reach_every_memory_request(
-    tmp_path: Path, mode: str, custom_http_client: bool
+    tmp_path: Path, mode: str, http_client: str
 ) -> None:
+    """Organization, project and default headers on every memory request, fork and
+    standalone; a custom ``http_client``'s headers and transport too."""
     import httpx
+    from openai import DefaultAsyncHttpxClient
 
     memory = tmp_path / "memory"
     sink = CollectingSink()
     hooks = MemdirRunHooks(memory, config=ExtractConfig(mode=mode), sink=sink)  # type: ignore[arg-type]
     transport = CountingTransport()
+    custom_http_client = http_client != "sdk default"
     with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
 
         async def main() -> None:
-            http = (
-                httpx.AsyncClient(transport=transport, headers={"X-Proxy-Auth": "p-1"})  # type: ignore[arg-type]
-                if custom_http_client
-                else None
-            )
+            http: Any = None
+            if http_client == "plain httpx":
+                http = httpx.AsyncClient(transport=transport, headers={"X-Proxy-Auth": "p-1"})  # type: ignore[arg-type]
+            elif http_client == "the SDK's class":
+                http = DefaultAsyncHttpxClient(headers={"X-Proxy-Auth": "p-1"})
             async with AsyncOpenAI(
                 base_url=server.base_url,
                 api_key="test",
@@ -1288,7 +1294,7 @@ def test_the_hosts_client_settings_reach_every_memory_request(
         assert request.headers["x-gateway-key"] == "k-123"
         if custom_http_client:
             assert request.headers["x-proxy-auth"] == "p-1"
-    if custom_http_client:
+    if http_client == "plain httpx":
         assert len(transport.sent) == len(requests)  # the host's and memdir's alike
     assert_memories(memory, [ANA, DEPLOYS])
 
@@ -1350,7 +1356,7 @@ def test_no_client_is_built_on_the_hosts_loop(
         real_init(self, *args, **kwargs)
 
     read_on: list[str] = []
-    real_reminder = _core.memory_reminder
+    real_reminder = _core.memory_reminder  # type: ignore[attr-defined]
 
     def reminder(*args: Any, **kwargs: Any) -> str:
         read_on.append(threading.current_thread().name)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import importlib
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -129,13 +130,19 @@ def _copy_http_client(old: Any) -> Any:
     headers, auth, timeout, redirects and the user's own event hooks (memdir's recorders
     left out) — and lives on when ``old`` is closed: a closed client refuses requests,
     while the transport it closed opens new connections when asked."""
-    import httpx
+    # The same library as ``old`` (SDKs accept ``httpx`` and, lately, ``httpx2``), whose
+    # ``AsyncClient`` it is or derives from (an SDK's default client class).
+    base = next(
+        (k for k in type(old).__mro__ if k.__name__ == "AsyncClient" and hasattr(k, "send")),
+        type(old),
+    )
+    library = importlib.import_module(base.__module__.partition(".")[0])
 
     hooks = {
         event: [h for h in handlers if not getattr(h, "__module__", "").startswith("memdir.")]
         for event, handlers in old.event_hooks.items()
     }
-    new = httpx.AsyncClient(
+    new = library.AsyncClient(
         transport=old._transport,
         auth=old.auth,
         headers=old.headers,
