@@ -27,15 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from memdir.fork import CacheSafeParams
+from memdir.integrations._wire import anthropic_fork_params
 from memdir.messages import Message
 from memdir.models import Model
 from memdir.transcripts import ClaudeCodeRequest, Transcript
 
 __all__ = ["RecordedHost", "recorded_host"]
-
-# Parameters the record holds that are not body fields of the Messages API call memdir
-# makes: ``betas`` travel as a header.
-_HEADER_PARAMS = frozenset({"betas"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,14 +74,15 @@ def recorded_host(transcript: Transcript, model: Model) -> RecordedHost:
     host_model = AnthropicModel(request.model, client=client) if client is not None else None
     if host_model is None:
         return RecordedHost(params=None, reason="memdir's model has no client to share")
-    params = CacheSafeParams(
-        model=host_model,
-        system=list(request.system) if isinstance(request.system, tuple) else request.system,
-        tools=list(request.tools or ()),
-        params=_call_params(request.params),
-        wire_messages=list(request.messages),
-        wire_replaces=answer_at,
-    )
+    # The request as Claude Code sent it, through the integrations' own builder.
+    body = {
+        **request.params,
+        "model": request.model,
+        "system": list(request.system) if isinstance(request.system, tuple) else request.system,
+        "tools": list(request.tools or ()),
+        "messages": list(request.messages),
+    }
+    params = anthropic_fork_params(host_model, body, answer_at)
     first = transcript.messages[answer_at].timestamp
     return RecordedHost(
         params=params,
@@ -125,12 +123,3 @@ def _answers(request: ClaudeCodeRequest, asked: Message) -> bool:
         return {r.tool_use_id for r in asked.tool_results} <= results
     texts = "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
     return bool(asked.text) and asked.text in texts
-
-
-def _call_params(recorded: Mapping[str, Any]) -> dict[str, Any]:
-    """The recorded parameters as keyword arguments for the SDK's Messages call."""
-    params = {k: v for k, v in recorded.items() if k not in _HEADER_PARAMS}
-    betas = recorded.get("betas")
-    if isinstance(betas, list) and betas:
-        params["extra_headers"] = {"anthropic-beta": ",".join(str(b) for b in betas)}
-    return params
