@@ -79,8 +79,10 @@ def last_text(body: dict[str, Any]) -> str:
 
 
 def is_memdir(request: RecordedRequest, memory: Path) -> bool:
-    """Whether a request is one of the memory agent's (its prompt names the memory dir)."""
-    return str(memory) in json.dumps(request.body["messages"][-2:])
+    """Whether a request is one of the memory agent's (its prompt names the memory dir;
+    the host's system message names it too, in memdir's memory instructions)."""
+    tail = [m for m in request.body["messages"][-2:] if m.get("role") != "system"]
+    return str(memory) in json.dumps(tail)
 
 
 def memory_file(name: str) -> str:
@@ -409,9 +411,11 @@ def test_the_agents_own_cache_settings_are_left_as_they_are(tmp_path: Path) -> N
             return fake.requests
 
     first = asyncio.run(main())[0]
-    # Only the instructions carry a marker: no automatic caching was added.
+    # Only the agent's instructions carry a marker: no automatic caching was added, and
+    # memdir's memory instructions follow, as the agent's settings leave them.
     assert "cache_control" not in first.body
-    assert [b.get("cache_control") is not None for b in first.body["system"]] == [True]
+    assert [b.get("cache_control") is not None for b in first.body["system"]] == [True, False]
+    assert "<system-reminder>" in first.body["system"][1]["text"]
     assert "cache_control" not in json.dumps(first.body["tools"])
     assert sink.named("extract.run")[0].fields["mode"] == "fork"
 
@@ -520,9 +524,9 @@ def test_conversations_are_kept_apart_and_resume_from_their_cursor(tmp_path: Pat
 def test_the_cursors_of_idle_conversations_are_bounded_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memdir.integrations import pydantic_ai as integration
+    from memdir.integrations._host import _backend
 
-    monkeypatch.setattr(integration, "_RESUME_KEPT", 2)
+    monkeypatch.setattr(_backend, "_RESUME_KEPT", 2)
     memory = tmp_path / "memory"
     capability = MemdirCapability(
         memory, config=ExtractConfig(mode="fork"), sink=CollectingSink(), max_sessions=1
@@ -537,7 +541,9 @@ def test_the_cursors_of_idle_conversations_are_bounded_too(
                 await capability.drain()
 
     asyncio.run(main())
-    assert len(capability._resume) == 2
+    backend = capability._core.backend
+    assert isinstance(backend, _backend.LocalBackend)
+    assert len(backend._resume) == 2
 
 
 def test_the_agent_may_save_a_memory_itself_which_is_not_saved_again(tmp_path: Path) -> None:

@@ -57,7 +57,6 @@ module imports pydantic-ai (the ``[pydantic-ai]`` extra).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import contextvars
@@ -66,11 +65,9 @@ import json
 import logging
 import os
 import time
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 try:
     from pydantic_ai import messages as _pa
@@ -93,9 +90,18 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subproce
         name=exc.name,
     ) from exc
 
-from memdir.extract import ExtractConfig, MemoryExtractor, Notify, TurnContext
-from memdir.fork import CacheSafeParams
-from memdir.integrations._wire import add_pool_hook, chat_fork_params
+from memdir.extract import ExtractConfig, MemoryExtractor, Notify
+from memdir.integrations._host import (
+    Backend,
+    ClientSettings,
+    Endpoint,
+    GrowingReader,
+    HostCore,
+    HostTurn,
+    SentRequest,
+    Sessions,
+)
+from memdir.integrations._wire import add_pool_hook
 from memdir.memory_tool import MemoryTool
 from memdir.messages import (
     ContentBlock,
@@ -107,12 +113,11 @@ from memdir.messages import (
     ToolUseBlock,
     derive_uuid,
 )
-from memdir.models import Model, resolve_model
-from memdir.permissions import memory_write_guard
-from memdir.tools import MemoryFiles, ToolContext, ToolError
+from memdir.models import Model
+from memdir.tools import ToolError
 
 if TYPE_CHECKING:
-    from pydantic_ai.agent.abstract import AgentModelSettings
+    from pydantic_ai.agent.abstract import AgentInstructions, AgentModelSettings
     from pydantic_ai.messages import ModelMessage
     from pydantic_ai.models import Model as PydanticModel
     from pydantic_ai.run import AgentRunResult
@@ -389,35 +394,10 @@ def messages_to_pydantic_ai(messages: Sequence[Message]) -> list[ModelMessage]:
     return out
 
 
-class _History:
-    """One conversation's history converted as it grows, each message once.
-
-    Between runs a history only grows (``message_history=result.all_messages()`` hands
-    back the same objects) or is reloaded equal (from JSON): the longest unchanged
-    prefix keeps its memdir messages, the same objects, so the extractor reads only what
-    is new.
-    """
-
-    def __init__(self) -> None:
-        self._items: list[ModelMessage] = []
-        self._messages: list[Message] = []
-        self._ends: list[int] = []
-        """``_ends[i]``: how many memdir messages the first ``i + 1`` items gave."""
-
-    def read(self, history: Sequence[ModelMessage]) -> tuple[tuple[Message, ...], list[int]]:
-        kept = 0
-        for new, old in zip(history, self._items, strict=False):
-            if new is not old and new != old:
-                break
-            kept += 1
-        del self._items[kept:], self._ends[kept:]
-        del self._messages[self._ends[-1] if self._ends else 0 :]
-        for item in history[kept:]:
-            previous = self._messages[-1].uuid if self._messages else None
-            self._messages += _read(item, previous)
-            self._items.append(item)
-            self._ends.append(len(self._messages))
-        return tuple(self._messages), list(self._ends)
+def _new_history() -> GrowingReader[ModelMessage]:
+    """One conversation's history read as it grows, each message once (a history only
+    grows between runs, ``message_history=result.all_messages()``, or is reloaded equal)."""
+    return GrowingReader(_read)
 
 
 # ---------------------------------------------------------------------------------------
@@ -516,33 +496,25 @@ def _openai_client(model: Any) -> tuple[Any, str] | None:
     return None
 
 
-def _has_breakpoint(body: Mapping[str, Any]) -> bool:
-    """Whether the request wrote anything to the cache: a ``cache_control`` somewhere."""
-    if body.get("cache_control") is not None:
-        return True
-    system = body.get("system")
-    places: list[Any] = [*(body.get("tools") or ()), *(system if isinstance(system, list) else ())]
-    for message in body.get("messages") or ():
-        content = message.get("content") if isinstance(message, Mapping) else None
-        if isinstance(content, list):
-            places += content
-            places += [
-                item
-                for block in content
-                if isinstance(block, Mapping) and isinstance(block.get("content"), list)
-                for item in block["content"]
-            ]
-    return any(isinstance(p, Mapping) and p.get("cache_control") is not None for p in places)
+def _client_of(model: Any) -> tuple[Any, Endpoint] | None:
+    """The SDK client a pydantic-ai model sends through, and its endpoint, when it is an
+    ``AnthropicModel`` on ``AsyncAnthropic`` or an ``OpenAIChatModel`` on ``AsyncOpenAI``."""
+    client = _anthropic_client(model)
+    name = _unwrapped(model).model_name if client is not None else None
+    if client is None:
+        found = _openai_client(model)
+        if found is None:
+            return None
+        client, name = found
+    settings = ClientSettings.of(client)
+    if settings is None or not isinstance(name, str):
+        return None
+    return client, Endpoint(settings, name)
 
 
-# Parts of the recorded body that CacheSafeParams carries in fields of their own (or, for
-# streaming, that say how the answer comes back, not what the prompt is).
-_OWN_FIELDS = frozenset({"model", "messages", "system", "tools", "stream"})
-
-
-def _outside_runs(extractor: MemoryExtractor, turn: TurnContext, notify: Notify | None) -> None:
+def _outside_runs(core: HostCore, turn: Callable[[], HostTurn | None]) -> None:
     _RUN.set(None)
-    extractor.on_turn_end(turn, notify=notify)
+    core.report(turn)
 
 
 # ---------------------------------------------------------------------------------------
@@ -591,21 +563,11 @@ def _is_pydantic_anthropic(model: Any) -> bool:
 # The capability
 
 
-@dataclass
-class _Session:
-    history: _History = field(default_factory=_History)
-    extractor: MemoryExtractor | None = None
-
-
 _ACTIVE: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
     "memdir_pydantic_ai_active", default=frozenset()
 )
 """The capabilities whose run encloses this code: a run inside one of its own is a
 subagent's (an agent called from a tool), whose turns are not remembered."""
-
-
-_RESUME_KEPT = 10_000
-"""Cursors of idle conversations kept after their extractor was let go."""
 
 
 class MemdirCapability(AbstractCapability[Any]):
@@ -614,12 +576,16 @@ class MemdirCapability(AbstractCapability[Any]):
     ``memory_dir``: where the memory lives (default: Claude Code's folder for the
     current directory, so both share it). ``model``: what memdir's standalone runs call —
     a :class:`~memdir.models.Model` or a spec (``anthropic:MODEL``, ``openai:MODEL``,
-    ``offline``; ``base_url`` goes with a spec); default: the host's own model, on its
-    client, when it is Anthropic or OpenAI, else ``$MEMDIR_MODEL``, else the offline
-    model. The fork always calls the host's model. ``config``,
-    ``sink`` and ``notify`` go to each conversation's extractor (``notify`` gets a
-    :class:`~memdir.extract.MemorySaved` when memories were saved). ``cache``: turn on
-    pydantic-ai's prompt caching for Anthropic models whose settings leave it unset.
+    ``offline``; ``base_url`` goes with a spec); default: the host's own model on its
+    endpoint (a client of memdir's own with the host client's settings) when it is
+    Anthropic or OpenAI, else ``$MEMDIR_MODEL``, else the offline model. The fork always
+    calls the host's model. ``config``, ``sink`` and ``notify`` go to each conversation's
+    extractor (``notify`` gets a :class:`~memdir.extract.MemorySaved` when memories were
+    saved). ``cache``: turn on pydantic-ai's prompt caching for Anthropic models whose
+    settings leave it unset. ``backend``: where turns go (default: extraction in this
+    process). ``load_memory``: add memdir's memory instructions and the saved
+    ``MEMORY.md`` index to the agent's instructions, after its own (default True; the
+    index as it was when the conversation began, so its requests share one prefix).
 
     ``memory_tool=True`` gives the agent a ``memory`` tool over the memory directory
     (``/memories/x`` is ``<memory_dir>/x``): Anthropic's own client-side memory tool on an
@@ -631,10 +597,10 @@ class MemdirCapability(AbstractCapability[Any]):
     sends memdir's standalone request instead. With it the agent may also look up and save
     memories itself; a turn in which it saved one is not extracted again.
 
-    Conversations are told apart by pydantic-ai's ``conversation_id``; each has an
-    extractor with its own cursor. At most ``max_sessions`` are kept with their
-    messages; an idle one beyond that keeps only its cursor and reads its history again
-    when it comes back.
+    Conversations are told apart by pydantic-ai's ``conversation_id`` (carried by the
+    message history, so a restored history is the same conversation); each has its own
+    cursor. At most ``max_sessions`` are kept with their messages; an idle one beyond
+    that reads its history again when it comes back.
     """
 
     def __init__(
@@ -650,40 +616,48 @@ class MemdirCapability(AbstractCapability[Any]):
         memory_tool: bool = False,
         max_sessions: int = 256,
         id: str | None = None,
+        backend: Backend | None = None,
+        load_memory: bool = True,
     ) -> None:
         self.id = id
         self.description = None
         self.defer_loading = False
-        if memory_dir is None:
-            from memdir.store import default_memory_dir
-
-            memory_dir = default_memory_dir(os.getcwd())
-        self.memory_dir = Path(memory_dir)
-        self.config = config or ExtractConfig()
+        self._core = HostCore(
+            memory_dir,
+            model,
+            config=config,
+            sink=sink,
+            notify=notify,
+            base_url=base_url,
+            backend=backend,
+            max_conversations=max_sessions,
+        )
+        self.memory_dir = self._core.memory_dir.root
+        self.config = self._core.config
         self.sink = sink
         self.notify = notify
         self.cache = cache
         self.memory_tool = memory_tool
+        self.load_memory = load_memory
         self._memory = MemoryTool(
             self.memory_dir, allow_private_secrets=self.config.allow_private_secrets
         )
         self.max_sessions = max(1, max_sessions)
-        self._model_option = model
-        self._base_url = base_url
-        self._resolved: Model | None = model if not isinstance(model, str | None) else None
-        self._host_models: dict[tuple[int, str], tuple[Any, Model]] = {}
         self._runs: dict[str, _Run] = {}
-        self._sessions: OrderedDict[str, _Session] = OrderedDict()
-        self._resume: dict[str, tuple[str | None, int]] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self.fallback_reason: str | None = None
-        """Why the last turn reported carried no request of the host's to fork, so that
-        its run was memdir's standalone one; None when it carried one (the planner may
-        still have found the standalone request cheaper)."""
+        self._histories: Sessions[GrowingReader[ModelMessage]] = Sessions(
+            _new_history, self.max_sessions
+        )
 
     # Identity, not the fields: two memories are never the same one.
     __eq__ = object.__eq__
     __hash__ = object.__hash__
+
+    @property
+    def fallback_reason(self) -> str | None:
+        """Why the last turn reported carried no request of the host's to fork, so that
+        its run was memdir's standalone one; None when it carried one (the planner may
+        still have found the standalone request cheaper)."""
+        return self._core.fallback_reason
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
@@ -691,6 +665,14 @@ class MemdirCapability(AbstractCapability[Any]):
         return None
 
     # --- what it asks of the agent ----------------------------------------------------------
+
+    def get_instructions(self) -> AgentInstructions | None:
+        """memdir's memory instructions and the saved index, after the agent's own."""
+        return self._memory_instructions if self.load_memory else None
+
+    async def _memory_instructions(self, ctx: RunContext[Any]) -> str:
+        loaded = await self._core.aload_memory(ctx.conversation_id)
+        return f"{loaded.instructions}\n\n{loaded.index}"
 
     def get_model_settings(self) -> AgentModelSettings[Any] | None:
         """Prompt caching on, per request, where the agent's settings leave it unset."""
@@ -728,20 +710,8 @@ class MemdirCapability(AbstractCapability[Any]):
 
     async def _memory_command(self, ctx: RunContext[Any], **command: Any) -> str:
         """One command of the agent's, stamped with its conversation as the session."""
-        tool = self._memory
-        md = tool.memory_dir
-        context = ToolContext(
-            write_guard=memory_write_guard(
-                md, allow_private_secrets=self.config.allow_private_secrets
-            ),
-            memory_files=MemoryFiles(
-                memory_dir=md,
-                format=self.config.memory_format,
-                session_id=ctx.conversation_id,
-            ),
-        )
         try:
-            output = await tool.run(command, context)
+            output = await self._memory.run(command, self._core.tool_context(ctx.conversation_id))
         except ToolError as exc:
             raise ToolFailed(str(exc)) from exc
         if output.is_error:
@@ -779,12 +749,11 @@ class MemdirCapability(AbstractCapability[Any]):
         run = self._runs.get(ctx.run_id or "")
         if run is None:
             return await handler(request_context)
-        client = _anthropic_client(request_context.model)
-        if client is None:
-            found = _openai_client(request_context.model)
-            client = found[0] if found is not None else None
-        if client is not None:
-            add_pool_hook(client, "request", _record_request)
+        found = _client_of(request_context.model)
+        if found is not None:
+            add_pool_hook(found[0], "request", _record_request)
+            # memdir's own client for this endpoint is built in a thread, now.
+            self._core.host_model(found[1])
         before = run.sent_count
         run.requesting += 1
         try:
@@ -804,169 +773,81 @@ class MemdirCapability(AbstractCapability[Any]):
     def _turn_ended(
         self, ctx: RunContext[Any], result: AgentRunResult[Any], run: _Run, *, subagent: bool
     ) -> None:
-        try:
+        def turn() -> HostTurn | None:
             if isinstance(result.output, DeferredToolRequests):
-                return  # tool calls wait for approval: the turn is not over
+                return None  # tool calls wait for approval: the turn is not over
             history = result.all_messages()
-            conversation = ctx.conversation_id or ""
-            session = self._session(conversation)
-            messages, ends = session.history.read(history)
+            conversation = ctx.conversation_id or None
+            messages, ends = self._histories.get(conversation).read(history)
             if not messages:
-                return
-            extractor = session.extractor
-            if extractor is None:
-                extractor = session.extractor = self._new_extractor(conversation, run)
-            params, self.fallback_reason = self._params(run, ends, len(history))
-            if params is None:
-                _log.debug("memdir: a standalone run: %s", self.fallback_reason)
-            self._loop = asyncio.get_running_loop()
-            sent = run.last.sent if run.last is not None else None
-            turn = TurnContext(
+                return None
+            request, endpoint, fallback = self._request(run, ends, len(history))
+            return HostTurn(
                 messages=messages,
-                params=params,
+                conversation=conversation,
+                request=request,
+                endpoint=endpoint,
+                fallback=fallback,
                 is_subagent=subagent,
-                last_request_at=sent.at if sent is not None else None,
-                session_id=conversation or None,
             )
-            # The run's task inherits this context: outside any run, so that the fork's
-            # own requests are never taken for an enclosing run's.
-            contextvars.copy_context().run(_outside_runs, extractor, turn, self.notify)
-        except Exception:  # memory must never fail the host's run
-            _log.warning("memdir: the turn could not be reported", exc_info=True)
 
-    def _session(self, conversation: str) -> _Session:
-        session = self._sessions.get(conversation)
-        if session is None:
-            session = self._sessions[conversation] = _Session()
-        self._sessions.move_to_end(conversation)
-        while len(self._sessions) > self.max_sessions:
-            idle = next(
-                (
-                    k
-                    for k, s in self._sessions.items()
-                    if k != conversation and (s.extractor is None or not s.extractor.in_flight)
-                ),
-                None,
-            )
-            if idle is None:
-                break
-            gone = self._sessions.pop(idle)
-            if gone.extractor is not None:
-                self._resume[idle] = (gone.extractor.cursor, gone.extractor.turns_since_run)
-                # Bounded too: a conversation idle past this many others starts over (its
-                # memories are updated, not saved twice, by the run that reads it again).
-                while len(self._resume) > _RESUME_KEPT:
-                    del self._resume[next(iter(self._resume))]
-        return session
+        # The run's task inherits this context: outside any run, so that the fork's own
+        # requests are never taken for an enclosing run's.
+        contextvars.copy_context().run(_outside_runs, self._core, turn)
 
-    def _new_extractor(self, conversation: str, run: _Run) -> MemoryExtractor:
-        model = self._standalone_model(run)
-        extractor = MemoryExtractor(self.memory_dir, model, self.config, sink=self.sink)
-        resume = self._resume.pop(conversation, None)
-        if resume is not None:
-            extractor.restore(*resume)
-        return extractor
-
-    def _standalone_model(self, run: _Run) -> Model:
-        if self._resolved is not None:
-            return self._resolved
-        if isinstance(self._model_option, str):
-            self._resolved = resolve_model(self._model_option, base_url=self._base_url)
-            return self._resolved
-        host = run.last.model if run.last is not None else None
-        if host is not None:
-            client = _anthropic_client(host)
-            if client is not None:
-                name = _unwrapped(host).model_name
-                return self._host_model(client, name)
-            found = _openai_client(host)
-            if found is not None:
-                return self._host_model(*found)
-        spec = os.environ.get("MEMDIR_MODEL") or "offline"
-        self._resolved = resolve_model(spec, base_url=self._base_url)
-        return self._resolved
-
-    def _host_model(self, client: Any, name: str) -> Model:
-        """memdir's model for the host's client and model name, made once for each."""
-        key = (id(client), name)
-        known = self._host_models.get(key)
-        if known is not None and known[0] is client:
-            return known[1]
-        model: Model
-        if type(client).__module__.startswith("openai"):
-            from memdir.models import OpenAIModel
-
-            model = OpenAIModel(name, client=client.with_options(max_retries=0))
-        else:
-            from memdir.models import AnthropicModel
-
-            model = AnthropicModel(name, client=client.with_options(max_retries=0))
-        self._host_models[key] = (client, model)
-        return model
-
-    def _params(
+    def _request(
         self, run: _Run, ends: Sequence[int], history_length: int
-    ) -> tuple[CacheSafeParams | None, str | None]:
-        """The fork's request: the host's last one as sent, standing for the history it
-        answered (the final answer after it is memdir's to send); else why there is none."""
+    ) -> tuple[SentRequest | None, Endpoint | None, str | None]:
+        """The host's last request as sent, standing for the history it answered (the
+        final answer after it is memdir's to send), and its endpoint; else why not."""
         step = run.last
         if step is None:
-            return None, "the run made no model request"
-        client = _anthropic_client(step.model)
-        openai = _openai_client(step.model) if client is None else None
-        if client is None and openai is None:
-            return None, (
-                "the model is neither pydantic-ai's AnthropicModel on an AsyncAnthropic "
-                "nor its OpenAIChatModel on an AsyncOpenAI"
+            return None, None, "the run made no model request"
+        found = _client_of(step.model)
+        if found is None:
+            return (
+                None,
+                None,
+                (
+                    "the model is neither pydantic-ai's AnthropicModel on an AsyncAnthropic "
+                    "nor its OpenAIChatModel on an AsyncOpenAI"
+                ),
             )
+        endpoint = found[1]
         if step.sent is None:
-            return None, "the last request was not seen on its way out"
+            return None, endpoint, "the last request was not seen on its way out"
         body = step.sent.body
         name = body.get("model")
         if not isinstance(name, str):
-            return None, "the last request names no model"
+            return None, endpoint, "the last request names no model"
         if not 0 < step.history_length <= history_length:
-            return None, "the history changed after the last request"
-        if openai is not None:
-            # Chat Completions caches every prefix on its own: the request as sent, its
-            # system message inside, stands for the history it answered.
-            model = self._host_model(openai[0], name)
-            return chat_fork_params(
-                model, body, body["messages"], ends[step.history_length - 1]
-            ), None
-        if not _has_breakpoint(body):
-            return None, "the last request has no cache_control: nothing of it is cached"
-        params = {k: v for k, v in body.items() if k not in _OWN_FIELDS}
-        # A top-level (automatic) breakpoint is left to memdir's own on the last message:
-        # markers are no part of the prefix, and memdir's 5-minute one next to an automatic
-        # one of an hour would be refused ("a different TTL from the top-level").
-        params.pop("cache_control", None)
-        if step.sent.beta:
-            params["extra_headers"] = {"anthropic-beta": step.sent.beta}
-        system = body.get("system")
-        request = CacheSafeParams(
-            model=self._host_model(client, name),
-            system=system if isinstance(system, str | list) else None,
-            tools=tuple(body.get("tools") or ()),
-            params=params,
-            wire_messages=tuple(body["messages"]),
-            wire_replaces=ends[step.history_length - 1],
+            return None, endpoint, "the history changed after the last request"
+        endpoint = Endpoint(endpoint.settings, name)
+        wire: Literal["anthropic", "chat"] = (
+            "chat" if endpoint.settings.provider == "openai" else "anthropic"
         )
-        return request, None
+        return (
+            SentRequest(
+                wire=wire,
+                body=body,
+                replaces=ends[step.history_length - 1],
+                headers={"anthropic-beta": step.sent.beta} if step.sent.beta else {},
+                sent_at=step.sent.at,
+            ),
+            endpoint,
+            None,
+        )
 
     # --- for the host --------------------------------------------------------------------------
 
     def extractor(self, conversation_id: str | None) -> MemoryExtractor | None:
         """The extractor of a conversation (pydantic-ai's ``conversation_id``), if it has
-        reported a turn and is still kept."""
-        session = self._sessions.get(conversation_id or "")
-        return session.extractor if session is not None else None
+        reported a turn and is still kept (with the default backend)."""
+        return self._core.extractor(conversation_id or None)
 
     async def drain(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109 (as the extractor's)
         """Wait up to ``timeout`` seconds for every extraction still running."""
-        extractors = [s.extractor for s in self._sessions.values() if s.extractor is not None]
-        if extractors:
-            await asyncio.gather(*(e.drain(timeout) for e in extractors))
+        await self._core.drain(timeout)
 
     def drain_sync(self, timeout: float = 60.0) -> None:
         """:meth:`drain` for a host that ran its agent with ``run_sync``.
@@ -974,9 +855,8 @@ class MemdirCapability(AbstractCapability[Any]):
         ``run_sync`` drives the agent on an event loop that stays between calls; the runs
         are tasks there, which move only while that loop runs: this runs it until they end.
         """
-        loop = self._loop
-        if loop is not None and not loop.is_closed() and not loop.is_running():
-            loop.run_until_complete(self.drain(timeout))
-        for session in list(self._sessions.values()):
-            if session.extractor is not None:
-                session.extractor.drain_sync(timeout)
+        self._core.drain_sync(timeout)
+
+    def close(self) -> None:
+        """Stop the backend's background work."""
+        self._core.close()

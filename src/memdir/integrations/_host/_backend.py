@@ -29,6 +29,11 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
+_RESUME_KEPT = 10_000
+"""Cursors of idle conversations kept after their extractor was let go: one past this
+many starts over (its memories are updated, not saved twice, by the run that reads it)."""
+
+
 class LocalBackend:
     """An extractor per conversation in this process, the least recently used idle ones
     let go past ``max_conversations`` (their cursor kept, a bounded number of them)."""
@@ -77,7 +82,7 @@ class LocalBackend:
                 return
             gone = self._extractors.pop(idle)
             self._resume[idle] = (gone.cursor, gone.turns_since_run)
-            while len(self._resume) > 10_000:
+            while len(self._resume) > _RESUME_KEPT:
                 self._resume.popitem(last=False)
 
     async def drain(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109 (the contract)
