@@ -818,3 +818,118 @@ def test_the_example_agent_remembers_against_the_fake_server(tmp_path: Path) -> 
     assert said[0] == "Hello Ana."
     assert any(line.startswith("● Saved 1 memory") for line in said)
     assert sorted(p.name for p in memory.glob("note_*.md")) == ["note_0.md", "note_1.md"]
+
+
+# --- the host core: memory shown, the host's client, the error policy -----------------------
+
+
+def test_a_new_conversation_is_shown_the_saved_memory(tmp_path: Path) -> None:
+    """With only the capability installed, the first request holds memdir's memory
+    instructions and the saved index, after the agent's own instructions."""
+    from memdir.recall import memory_prompt
+
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    (memory / "user_ana.md").write_text(memory_file("ana"))
+    (memory / "MEMORY.md").write_text("- [Ana](user_ana.md) — Ana leads the data team\n")
+    capability = MemdirCapability(memory, config=ExtractConfig(mode="fork"), memory_tool=True)
+    off = MemdirCapability(memory, config=ExtractConfig(mode="fork"), load_memory=False)
+
+    async def main(chosen: MemdirCapability) -> RecordedRequest:
+        answers = iter(["Hello, Ana.", *["Done."] * 10])  # the host, then the memory agent
+        async with served(scripted(memory, answers)) as (fake, client):
+            await weather_agent(client, chosen).run("Hi, who am I?")
+            await chosen.drain()
+            return fake.requests[0]
+
+    first = asyncio.run(main(capability))
+    system = "\n".join(block["text"] for block in first.body["system"])
+    assert system.startswith(INSTRUCTIONS)
+    assert memory_prompt(memory) in system
+    assert "- [Ana](user_ana.md)" in system
+    assert system.index(INSTRUCTIONS) < system.index("- [Ana](user_ana.md)")
+
+    plain = asyncio.run(main(off))
+    assert "".join(block["text"] for block in plain.body["system"]) == INSTRUCTIONS
+
+
+def test_a_client_closed_before_drain_loses_nothing_and_keeps_its_settings(
+    tmp_path: Path,
+) -> None:
+    """The host's ``AsyncOpenAI`` (with an organization and a gateway header) is closed
+    before ``drain()``: the memory run goes on, on memdir's own client with the same
+    settings, and never tries the closed one."""
+    from openai import AsyncOpenAI
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    capability = MemdirCapability(
+        memory, config=ExtractConfig(mode="fork"), sink=sink, memory_tool=True
+    )
+    notes = iter(range(100))
+
+    def handler(body: dict[str, Any]) -> Reply:
+        if str(memory) in last_text(body):
+            tools = [str(t["function"]["name"]) for t in body.get("tools") or ()]
+            return Message(role="assistant", content=memory_writes(memory, next(notes), tools))
+        if body["messages"][-1]["role"] == "tool":
+            return "Saved."
+        return "Noted: polars, never pandas."
+
+    async def main() -> list[RecordedRequest]:
+        with FakeOpenAIServer(handler=handler, model="gpt-4.1-mini") as fake:
+            async with AsyncOpenAI(
+                base_url=fake.base_url,
+                api_key="test",
+                organization="org-acme",
+                default_headers={"X-Gateway-Key": "k-123"},
+            ) as client:
+                model = OpenAIChatModel(
+                    "gpt-4.1-mini", provider=OpenAIProvider(openai_client=client)
+                )
+                agent: Agent[None, str] = Agent(
+                    model, instructions=INSTRUCTIONS, capabilities=[capability]
+                )
+                await agent.run(USER_TURNS[1])
+            assert client.is_closed()
+            await capability.drain()
+            fake.assert_no_errors()
+            return fake.requests
+
+    requests = asyncio.run(main())
+    assert not sink.named("extract.error")
+    assert [r.fields["mode"] for r in sink.named("extract.run")] == ["fork"]
+    assert (memory / "note_0.md").exists()
+    ours = [r for r in requests if is_memdir(r, memory)]
+    assert ours
+    for request in ours:
+        assert request.headers["openai-organization"] == "org-acme"
+        assert request.headers["x-gateway-key"] == "k-123"
+
+
+def test_a_turn_that_cannot_be_reported_is_an_error_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same error policy as the other integrations: an ``extract.error`` event, not
+    only a log line, and the host's run goes on."""
+    from memdir.integrations import pydantic_ai as integration
+
+    def broken(*args: Any) -> list[Message]:
+        raise RuntimeError("unreadable history")
+
+    monkeypatch.setattr(integration, "_read", broken)
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    capability = MemdirCapability(memory, config=ExtractConfig(mode="fork"), sink=sink)
+
+    async def main() -> str:
+        async with served(scripted(memory, iter(["Hello."]))) as (fake, client):
+            result = await weather_agent(client, capability).run("Hi.")
+            await capability.drain()
+            return result.output
+
+    assert asyncio.run(main()) == "Hello."
+    (error,) = sink.named("extract.error")
+    assert error.fields["error_type"] == "RuntimeError"
