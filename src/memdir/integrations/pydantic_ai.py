@@ -47,8 +47,12 @@ providers (the Responses API model among them), for a client memdir cannot recor
 request with no cache breakpoint at all, whose cache holds nothing to read;
 :attr:`MemdirCapability.fallback_reason` says which.
 
-The fork talks through the host's client (a copy without retries: memdir retries on its
-own), so close that client only after :meth:`MemdirCapability.drain`.
+Memory requests, fork and standalone, go through a client of memdir's own made (in a
+worker thread) with the host client's settings — base URL, key, organization, default
+headers, a custom ``http_client``'s transport — so the host may close its client before
+:meth:`MemdirCapability.drain`. Each conversation is shown memdir's memory instructions
+and the saved ``MEMORY.md`` index, after the agent's own instructions
+(``load_memory=False`` turns that off).
 
 :func:`messages_from_pydantic_ai` and :func:`messages_to_pydantic_ai` convert between
 pydantic-ai's ``ModelMessage`` s and memdir :class:`~memdir.messages.Message` s. Only this
