@@ -43,10 +43,24 @@ What stays standalone, and why (:attr:`MemdirRunHooks.fallback_reason` says whic
   before its call ended (a pool keeps at most 64 unclaimed bodies, 64 MiB, 15 minutes).
 - A last request that forces ``tool_choice``: the memory agent must choose its own tools.
 
-One hooks object follows one conversation: give each session its own. The conversation
-is what the last model call was sent, so with server-managed state
-(``previous_response_id``, ``conversation_id``) each turn holds only the items sent in
-it.
+One hooks object follows one conversation: give each session its own, and name it
+(``session=`` a ``SQLiteSession``, or ``session_id=``): its cursor is kept beside the
+memory under that name, so a later process over the same session reads only the turns
+that are new. The conversation is what the last model call was sent, so with
+server-managed state (``previous_response_id``, ``conversation_id``) each turn holds only
+the items sent in it (and memory is best not shown: ``load_memory=False``).
+
+**Memory shown.** Each model call of a conversation starts with memdir's memory
+instructions (a system message after the agent's own, the same text every time) and the
+saved ``MEMORY.md`` index (a user message), as they were when the conversation began, so
+that its requests share one cached prefix; they are sent, never part of what is
+remembered. ``load_memory=False`` turns that off.
+
+**The host's client.** Memory requests, fork and standalone, go through a client of
+memdir's own made in a worker thread with the agent's client settings (base URL, key,
+organization, project, default headers, a custom ``http_client``'s transport), so they
+reach the same gateway and organization, and the host may close its client before
+:meth:`MemdirRunHooks.drain`.
 """
 
 from __future__ import annotations
