@@ -126,8 +126,10 @@ class Script:
 
     def is_fork(self, body: dict[str, Any]) -> bool:
         """A memory agent's request, forked or standalone: only memdir's prompt names the
-        memory folder."""
-        return str(self.memory) in json.dumps(body["messages"])
+        memory folder (the host's system message names it too, in memdir's memory
+        instructions)."""
+        said = [m for m in body["messages"] if m.get("role") != "system"]
+        return str(self.memory) in json.dumps(said)
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         last = body["messages"][-1]
@@ -860,3 +862,101 @@ def test_conversations_without_a_thread_each_keep_their_cursor(tmp_path: Path) -
     counts = [e.fields["message_count"] for e in sink.named("extract.run")]
     assert counts == [2] * 6
     assert sum(counts) == total
+
+
+# --- the host core: memory shown, the agent's client, bounded threads --------------------------
+
+
+def test_a_new_thread_is_shown_the_saved_memory(tmp_path: Path) -> None:
+    """With only the middleware installed, the first request of a thread holds memdir's
+    memory instructions and the saved index, after the agent's own system prompt."""
+    from memdir.recall import memory_prompt
+
+    folder = tmp_path / "memory"
+    folder.mkdir()
+    (folder / "user_ana.md").write_text(MEMORY_FILE.format(name="user_ana.md"))
+    (folder / "MEMORY.md").write_text("- [Ana](user_ana.md) — Ana leads the data team\n")
+    shown = MemdirMiddleware(folder, config=ExtractConfig(mode="fork"))
+    hidden = MemdirMiddleware(folder, config=ExtractConfig(mode="fork"), load_memory=False)
+
+    def first_system(memory: MemdirMiddleware) -> str:
+        with FakeAnthropicServer(handler=Script(folder)) as server:
+            converse(weather_agent(chat_model(server), memory), memory, ["Who am I?"])
+            body = server.requests[0].body
+        system = body["system"]
+        return system if isinstance(system, str) else "".join(b["text"] for b in system)
+
+    system = first_system(shown)
+    assert system.startswith(SYSTEM_PROMPT)
+    assert memory_prompt(folder) in system
+    assert system.index(memory_prompt(folder)) < system.index("- [Ana](user_ana.md)")
+    assert first_system(hidden) == SYSTEM_PROMPT
+
+
+@pytest.mark.parametrize("mode", ["fork", "standalone"])
+def test_chat_openai_settings_reach_every_memory_request_after_its_client_closed(
+    tmp_path: Path, mode: str
+) -> None:
+    """``ChatOpenAI``'s organization and default headers go with every memory request,
+    fork and standalone, and its client may close before ``drain()``."""
+    langchain_openai = pytest.importorskip("langchain_openai")
+    from memdir.testing import FakeOpenAIServer
+
+    folder = tmp_path / "memory"
+    script = Script(folder, saver="memory")
+    sink = CollectingSink()
+    memory = MemdirMiddleware(
+        folder,
+        config=ExtractConfig(mode=mode),  # type: ignore[arg-type]
+        sink=sink,
+        memory_tool=True,
+    )
+    with FakeOpenAIServer(handler=script, model="gpt-4o") as server:
+        chat = langchain_openai.ChatOpenAI(
+            model="gpt-4o",
+            base_url=server.base_url,
+            api_key="test",
+            organization="org-acme",
+            default_headers={"X-Gateway-Key": "k-123"},
+        )
+        agent = weather_agent(chat, memory)
+
+        async def main() -> None:
+            config = {"configurable": {"thread_id": "t1"}}
+            await agent.ainvoke({"messages": [{"role": "user", "content": TURNS[0]}]}, config)
+            await chat.root_async_client.close()
+            await memory.drain()
+
+        asyncio.run(main())
+        server.assert_no_errors()
+        requests = server.requests
+
+    assert not sink.named("extract.error")
+    assert [e.fields["mode"] for e in sink.named("extract.run")] == [mode]
+    ours = [r for r in requests if script.is_fork(r.body)]
+    assert ours
+    for request in ours:
+        assert request.headers["openai-organization"] == "org-acme"
+        assert request.headers["x-gateway-key"] == "k-123"
+    assert (folder / "note_0.md").exists()
+
+
+def test_idle_threads_are_let_go(tmp_path: Path) -> None:
+    """Past ``max_threads`` the least recently used idle thread is let go (its messages
+    and its extractor), so thousands of threads do not keep thousands of extractors."""
+    folder = tmp_path / "memory"
+    memory = MemdirMiddleware(
+        folder, model="offline", config=ExtractConfig(mode="standalone"), max_threads=3
+    )
+    with FakeAnthropicServer(handler=lambda body: "ok") as server:
+        agent = weather_agent(chat_model(server), memory)
+
+        async def main() -> None:
+            for n in range(8):
+                await talk(agent, memory, [f"hello {n}"], thread=f"t{n}")
+
+        asyncio.run(main())
+
+    assert len(memory._threads) == 3
+    held = [memory.extractor(f"t{n}") for n in range(8)]
+    assert [e is not None for e in held] == [False] * 5 + [True] * 3

@@ -54,6 +54,13 @@ turn, from the thread's checkpointed messages or with a callback handler on the 
 Those runs are standalone: a graph calls its model itself, where no hook sees the
 request as it is sent.
 
+Each thread is shown memdir's memory instructions and the saved ``MEMORY.md`` index, after
+the agent's system text (the same for all its requests, so they share one cached prefix;
+``load_memory=False`` turns that off). Memory requests, fork and standalone, go through a
+client of memdir's own made (in a worker thread) with the chat model's client settings —
+base URL, key, organization, default headers — so they reach the same gateway and
+organization. At most ``max_threads`` threads are held; an idle one past that is let go.
+
 Only this module imports LangChain (the ``[langchain]`` extra).
 """
 
@@ -89,10 +96,18 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the e
         "memdir.integrations.langchain needs LangChain: pip install 'memdir[langchain]'"
     ) from exc
 
-from memdir.errors import one_line
-from memdir.extract import ExtractConfig, MemoryExtractor, Notify, TurnContext
-from memdir.fork import CacheSafeParams
-from memdir.integrations._wire import chat_fork_params
+from memdir.extract import ExtractConfig, MemoryExtractor, Notify
+from memdir.integrations._host import (
+    Backend,
+    ClientSettings,
+    Endpoint,
+    GrowingReader,
+    HostCore,
+    HostTurn,
+    LoadedMemory,
+    SentRequest,
+    Sessions,
+)
 from memdir.memory_tool import MEMORY_TOOL_TYPE, MemoryTool
 from memdir.messages import (
     ContentBlock,
@@ -106,9 +121,9 @@ from memdir.messages import (
     ToolUseBlock,
     derive_uuid,
 )
-from memdir.models import AnthropicModel, Model, OpenAIModel, resolve_model
-from memdir.store import MemoryDir, MemoryFormat, default_memory_dir
-from memdir.telemetry import Sink, emit
+from memdir.models import Model
+from memdir.store import MemoryDir, MemoryFormat
+from memdir.telemetry import Sink
 from memdir.tools import ToolContext, ToolError, ToolOutput
 
 if TYPE_CHECKING:
@@ -377,32 +392,6 @@ def messages_to_langchain(messages: Sequence[Message]) -> list[BaseMessage]:
     return out
 
 
-class _Conversation:
-    """One thread's conversation as read so far, so that a turn converts only what it
-    added: a message that is the same object as before, or equal to it, keeps its
-    memdir form (and so its identity, which the extractor's own reader relies on)."""
-
-    def __init__(self) -> None:
-        self._seen: list[BaseMessage] = []
-        self._converted: list[Message] = []
-
-    def read(self, messages: Sequence[BaseMessage]) -> tuple[Message, ...]:
-        kept = 0
-        for old, new in zip(self._seen, messages, strict=False):
-            if old is not new and old != new:
-                break
-            kept += 1
-        del self._seen[kept:]
-        del self._converted[kept:]
-        previous = self._converted[-1].uuid if self._converted else None
-        for message in messages[kept:]:
-            converted = message_from_langchain(message, previous=previous)
-            self._seen.append(message)
-            self._converted.append(converted)
-            previous = converted.uuid
-        return tuple(self._converted)
-
-
 # --- the memory tool --------------------------------------------------------------------------
 
 _MEMORY_DESCRIPTION = (
@@ -501,21 +490,6 @@ def _is_direct_anthropic(chat_model: object) -> bool:
     return isinstance(chat_model, ChatAnthropic) and chat_model._llm_type == "anthropic-chat"
 
 
-def _has_marker(payload: Mapping[str, Any]) -> bool:
-    """Whether any ``cache_control`` breakpoint is in the request."""
-    if payload.get("cache_control") is not None:
-        return True
-    places: list[object] = list(payload.get("tools") or ())
-    system = payload.get("system")
-    if isinstance(system, list):
-        places += system
-    for message in payload.get("messages") or ():
-        content = message.get("content") if isinstance(message, Mapping) else None
-        if isinstance(content, list):
-            places += content
-    return any(isinstance(p, Mapping) and p.get("cache_control") is not None for p in places)
-
-
 def _reported_cache_use(messages: Sequence[BaseMessage]) -> bool:
     """Whether the agent's last answer says its request read or wrote the prompt cache:
     then it carried breakpoints, even where they were added after this middleware saw
@@ -568,59 +542,22 @@ def _payload(capture: _Capture) -> dict[str, Any] | None:
     return payload
 
 
-# Body keys that CacheSafeParams holds in fields of their own, or that memdir sends its own
-# way: ``betas`` go in the header the SDK's beta client would have set, and a top-level
-# ``cache_control`` only says where a breakpoint goes — memdir's model puts its own on the
-# messages (markers are not part of the cached prefix, so the prefix stays the same).
-_OWN_FIELDS = frozenset({"model", "messages", "system", "tools", "betas", "cache_control"})
-
-
-def _params_from(payload: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
-    params = {k: v for k, v in payload.items() if k not in _OWN_FIELDS}
-    extra = dict(headers)
-    betas = payload.get("betas")
-    if betas:
-        extra["anthropic-beta"] = ",".join(str(b) for b in betas)
-    if extra:
-        params["extra_headers"] = {**extra, **dict(params.get("extra_headers") or {})}
-    return params
-
-
-def _openai_params(
-    host: OpenAIModel, payload: Mapping[str, Any], count: int
-) -> CacheSafeParams | None:
-    """A ``ChatOpenAI`` request as the fork's: its messages (the system message first)
-    stand for the conversation's first ``count``; OpenAI caches every prefix on its own."""
-    messages = payload.get("messages")
-    if not isinstance(messages, list):
-        return None  # the Responses API (``input``): memdir's adapter speaks Chat Completions
-    return chat_fork_params(host, payload, messages, count)
-
-
-def _user_headers(chat_model: Any) -> dict[str, str]:
-    """Headers the user gave the chat model (its ``User-Agent`` aside)."""
-    headers = getattr(chat_model, "default_headers", None) or {}
-    return {str(k): str(v) for k, v in headers.items() if str(k).lower() != "user-agent"}
-
-
-def _secret(value: object) -> str | None:
-    reveal = getattr(value, "get_secret_value", None)
-    if callable(reveal):
-        text = reveal()
-        return text if isinstance(text, str) and text else None
-    return value if isinstance(value, str) and value else None
-
-
 # --- the middleware ---------------------------------------------------------------------------
 
 
 @dataclass
 class _Thread:
-    """What the middleware keeps per conversation thread."""
+    """What the middleware keeps per conversation: its messages read so far, and the
+    last request its agent sent."""
 
-    conversation: _Conversation = field(default_factory=_Conversation)
-    extractor: MemoryExtractor | None = None
+    conversation: GrowingReader[BaseMessage] = field(
+        default_factory=lambda: GrowingReader(_read_one)
+    )
     capture: _Capture | None = None
+
+
+def _read_one(message: BaseMessage, previous: str | None) -> list[Message]:
+    return [message_from_langchain(message, previous=previous)]
 
 
 def _thread_of(runtime: object) -> str | None:
@@ -645,17 +582,35 @@ def _conversation_key(thread: str | None, messages: Sequence[object]) -> str | N
     return f"first-message:{first}" if isinstance(first, str) and first else None
 
 
+def _endpoint(chat_model: Any) -> Endpoint | None:
+    """The chat model's endpoint, read from the SDK client it sends through, for
+    ``ChatAnthropic`` on the Anthropic API and ``ChatOpenAI``."""
+    if _is_direct_anthropic(chat_model):
+        client, name = chat_model._async_client, chat_model.model
+    elif _is_chat_openai(chat_model):
+        client, name = chat_model.root_async_client, chat_model.model_name
+    else:
+        return None
+    settings = ClientSettings.of(client) if client is not None else None
+    return Endpoint(settings, str(name)) if settings is not None else None
+
+
 class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """A ``create_agent`` middleware that saves memories after each turn of the agent.
 
     ``memory_dir``: where memories live; default ``$MEMDIR_DIR``, else the folder Claude
     Code keeps for the working directory's project. ``model``: memdir's model for the
     runs that do not fork (a :class:`~memdir.models.Model` or a spec such as
-    ``anthropic:claude-sonnet-4-5``); default the agent's own model when it is
-    ``ChatAnthropic`` or ``ChatOpenAI``, else ``$MEMDIR_MODEL``, else the offline model.
-    A fork always runs on the agent's model: that is where its cache is. ``config``,
-    ``sink``: as for :class:`~memdir.extract.MemoryExtractor`; ``notify`` receives the
-    :class:`~memdir.extract.MemorySaved` notices.
+    ``anthropic:claude-sonnet-4-5``); default the agent's own model on its endpoint (a
+    client of memdir's own with the chat model's settings) when it is ``ChatAnthropic``
+    or ``ChatOpenAI``, else ``$MEMDIR_MODEL``, else the offline model. A fork always runs
+    on the agent's model: that is where its cache is. ``config``, ``sink``: as for
+    :class:`~memdir.extract.MemoryExtractor`; ``notify`` receives the
+    :class:`~memdir.extract.MemorySaved` notices. ``backend``: where turns go (default:
+    extraction in this process). ``load_memory``: add memdir's memory instructions and
+    the saved ``MEMORY.md`` index to the agent's system message, after its own text
+    (default True; the index as it was when the thread began, so its requests share one
+    cached prefix).
 
     ``memory_tool=True`` gives the agent :func:`langchain_memory_tool`. A fork is shown
     the agent's tools, and can save a memory only through one of them: without Write,
@@ -663,11 +618,12 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     sends memdir's standalone request instead. With it, the agent may also look up and
     save memories itself; a turn in which it saved one is not extracted again.
 
-    Each thread (``config={"configurable": {"thread_id": ...}}``; the runs without one
-    share a thread) has its own extractor, so its own cursor: every message of a thread
-    is looked at by one run. One middleware serves one agent; a subagent gets its
-    own. A turn that stops with tool calls pending (a call limit reached) is not reported:
-    the next turn covers its messages.
+    Each thread (``config={"configurable": {"thread_id": ...}}``; a run without one is
+    named by its first message's id) has its own cursor: every message of a thread is
+    looked at by one run. At most ``max_threads`` threads are held at once; an idle one
+    past that is let go and read again when it comes back. One middleware serves one
+    agent; a subagent gets its own. A turn that stops with tool calls pending (a call
+    limit reached) is not reported: the next turn covers its messages.
     """
 
     def __init__(
@@ -679,14 +635,25 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         sink: Sink | None = None,
         notify: Notify | None = None,
         memory_tool: bool = False,
+        backend: Backend | None = None,
+        load_memory: bool = True,
+        max_threads: int = 256,
     ) -> None:
-        if memory_dir is None:
-            memory_dir = default_memory_dir(os.getcwd())
-        self.memory_dir = memory_dir if isinstance(memory_dir, MemoryDir) else MemoryDir(memory_dir)
-        self.model = resolve_model(model) if isinstance(model, str) else model
-        self.config = config or ExtractConfig()
+        self._core = HostCore(
+            memory_dir,
+            model,
+            config=config,
+            sink=sink,
+            notify=notify,
+            backend=backend,
+            max_conversations=max_threads,
+        )
+        self.memory_dir = self._core.memory_dir
+        self.model = self._core.model
+        self.config = self._core.config
         self.sink = sink
         self.notify = notify
+        self.load_memory = load_memory
         if memory_tool:
             # Registered with the agent: its model may read and write memory itself, and
             # a fork shown the agent's tools finds one it can save with.
@@ -698,8 +665,7 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 )
             ]
         self._lock = threading.Lock()
-        self._threads: dict[str | None, _Thread] = {}
-        self._host_models: dict[tuple[str, ...], Model] = {}
+        self._threads: Sessions[_Thread] = Sessions(_Thread, max_threads)
 
     # --- hooks ------------------------------------------------------------------------------
 
@@ -708,8 +674,11 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        """Note the request (for the fork), then let it go on unchanged."""
-        self._note(request)
+        """Show the thread its memory, note the request (for the fork), and send it."""
+        key = _conversation_key(_thread_of(request.runtime), request.messages)
+        if self.load_memory:
+            request = _shown(request, self._core.load_memory(key))
+        self._note(request, key)
         return handler(request)
 
     async def awrap_model_call(
@@ -717,8 +686,11 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        """Note the request (for the fork), then let it go on unchanged."""
-        self._note(request)
+        """Show the thread its memory, note the request (for the fork), and send it."""
+        key = _conversation_key(_thread_of(request.runtime), request.messages)
+        if self.load_memory:
+            request = _shown(request, await self._core.aload_memory(key))
+        self._note(request, key)
         return await handler(request)
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -733,13 +705,16 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self._turn_ended(state.get("messages") or [], _thread_of(runtime), use_capture=True)
         return None
 
-    def _note(self, request: ModelRequest[Any]) -> None:
+    def _note(self, request: ModelRequest[Any], key: str | None) -> None:
         # Only references are kept here, on the agent's hot path; the request is rebuilt
         # once per turn, at its end, and only the last one of the turn.
         capture = _Capture(request=request, messages=tuple(request.messages), sent_at=time.time())
+        with contextlib.suppress(Exception):  # memdir's own client, built in a thread now
+            endpoint = _endpoint(request.model)
+            if endpoint is not None:
+                self._core.host_model(endpoint)
         with self._lock:
-            key = _conversation_key(_thread_of(request.runtime), request.messages)
-            self._thread(key).capture = capture
+            self._threads.get(key).capture = capture
 
     # --- plain graphs -----------------------------------------------------------------------
 
@@ -769,139 +744,108 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def extractor(self, thread_id: str | None = None) -> MemoryExtractor | None:
         """The extractor of a thread (its ``cursor`` tells how far memory has read), if
-        that thread has reported a turn."""
-        with self._lock:
-            entry = self._threads.get(thread_id)
-            return entry.extractor if entry is not None else None
-
-    def _extractors(self) -> list[MemoryExtractor]:
-        with self._lock:
-            return [t.extractor for t in self._threads.values() if t.extractor is not None]
+        that thread has reported a turn and is still held (with the default backend)."""
+        return self._core.extractor(thread_id)
 
     async def drain(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109 (the extractor's)
         """Wait up to ``timeout`` seconds for every thread's extractions so far."""
-        deadline = time.monotonic() + timeout
-        for extractor in self._extractors():
-            await extractor.drain(max(0.0, deadline - time.monotonic()))
+        await self._core.backend.drain(timeout)
 
     def drain_sync(self, timeout: float = 60.0) -> None:
         """:meth:`drain` for an agent run with ``invoke``: blocks until done or timeout."""
-        deadline = time.monotonic() + timeout
-        for extractor in self._extractors():
-            extractor.drain_sync(max(0.0, deadline - time.monotonic()))
+        self._core.backend.drain_sync(timeout)
 
     def close(self) -> None:
         """Stop the extractors' background threads (those of ``invoke`` runs)."""
-        for extractor in self._extractors():
-            extractor.close()
+        self._core.close()
 
     # --- one turn ---------------------------------------------------------------------------
-
-    def _thread(self, thread: str | None) -> _Thread:
-        entry = self._threads.get(thread)
-        if entry is None:
-            entry = self._threads[thread] = _Thread()
-        return entry
 
     def _turn_ended(
         self, messages: Sequence[BaseMessage], thread: str | None, *, use_capture: bool
     ) -> None:
-        """Hand the turn to the thread's extractor; never raises into the agent."""
-        try:
+        """Hand the turn to the backend; never raises into the agent."""
+
+        def turn() -> HostTurn | None:
             if not messages or not self.config.enabled:
-                return
+                return None
             last = messages[-1]
             if isinstance(last, AIMessage) and last.tool_calls:
-                return  # calls pending: not a finished turn
+                return None  # calls pending: not a finished turn
+            key = _conversation_key(thread, messages)
             with self._lock:
-                entry = self._thread(_conversation_key(thread, messages))
+                entry = self._threads.get(key)
                 capture, entry.capture = entry.capture, None
-                conversation = entry.conversation.read(messages)
+                conversation, _ = entry.conversation.read(messages)
             capture = capture if use_capture else None
-            host = params = None
+            endpoint = request = None
             if capture is not None:
                 try:
-                    host = self._host_model(capture.request.model)
-                    if self.config.mode != "standalone":
-                        params = self._params(capture, messages, host)
+                    endpoint = _endpoint(capture.request.model)
+                    if endpoint is not None and self.config.mode != "standalone":
+                        request = self._request(capture, messages, endpoint)
                 except Exception:
                     # A request that cannot be rebuilt (a chat model's configuration the
                     # payload builder refuses, say) still leaves the turn to remember.
-                    params = None
-            with self._lock:
-                if entry.extractor is None:
-                    entry.extractor = MemoryExtractor(
-                        self.memory_dir, self._memory_model(host), self.config, self.sink
-                    )
-                extractor = entry.extractor
-            turn = TurnContext(
+                    request = None
+            return HostTurn(
                 messages=conversation,
-                params=params,
+                conversation=key,
+                request=request,
+                endpoint=endpoint,
+                fallback=None if request is not None else "no request of the agent's to fork",
                 last_request_at=capture.sent_at if capture is not None else None,
-                session_id=thread,
-            )
-            extractor.on_turn_end(turn, notify=self.notify)
-        except Exception as exc:  # the agent's turn must never fail because of memory
-            emit(
-                self.sink,
-                "extract.error",
-                duration_ms=0,
-                error_type=type(exc).__name__,
-                reason=one_line(exc),
             )
 
-    def _params(
-        self, capture: _Capture, messages: Sequence[BaseMessage], host: Model | None
-    ) -> CacheSafeParams | None:
-        """The fork's request: the host's last one, when it can be repeated exactly."""
-        if not isinstance(host, AnthropicModel | OpenAIModel):
-            return None
+        self._core.report(turn)
+
+    def _request(
+        self, capture: _Capture, messages: Sequence[BaseMessage], endpoint: Endpoint
+    ) -> SentRequest | None:
+        """The host's last request, rebuilt as it was sent, when it can be exactly."""
         count = len(capture.messages)
         sent = [m.id for m in capture.messages]
         if count > len(messages) or None in sent or sent != [m.id for m in messages[:count]]:
             return None  # the request is not the conversation's start
         payload = _payload(capture)
-        if payload is None or payload.get("model") != host.model:
+        if payload is None or payload.get("model") != endpoint.model:
             return None
-        if isinstance(host, OpenAIModel):
-            return _openai_params(host, payload, count)
-        if not (_has_marker(payload) or _reported_cache_use(messages)):
-            return None  # the agent caches nothing: there is nothing for a fork to read
-        return CacheSafeParams(
-            model=host,
-            system=payload.get("system"),
-            tools=list(payload.get("tools") or ()),
-            params=_params_from(payload, _user_headers(capture.request.model)),
-            wire_messages=list(payload.get("messages") or ()),
-            wire_replaces=count,
+        if endpoint.settings.provider == "openai":
+            if not isinstance(payload.get("messages"), list):
+                return None  # the Responses API (``input``): memdir speaks Chat Completions
+            return SentRequest(wire="chat", body=payload, replaces=count, sent_at=capture.sent_at)
+        return SentRequest(
+            wire="anthropic",
+            body=payload,
+            replaces=count,
+            sent_at=capture.sent_at,
+            # A caching middleware listed after this one adds breakpoints this one did
+            # not see; the answer's cache use says they were there.
+            cached=_reported_cache_use(messages),
         )
 
-    def _host_model(self, chat_model: Any) -> Model | None:
-        """memdir's model for the agent's chat model, one per endpoint, key and name."""
-        kind: type[AnthropicModel] | type[OpenAIModel]
-        if _is_direct_anthropic(chat_model):
-            kind, name = AnthropicModel, str(chat_model.model)
-            url, key = chat_model.anthropic_api_url, _secret(chat_model.anthropic_api_key)
-        elif type(chat_model).__module__.startswith("langchain_openai") and hasattr(
-            chat_model, "openai_api_base"
-        ):
-            kind, name = OpenAIModel, str(chat_model.model_name)
-            url, key = chat_model.openai_api_base, _secret(chat_model.openai_api_key)
-        else:
-            return None
-        ident = (kind.__name__, name, str(url), key or "")
-        with self._lock:
-            model = self._host_models.get(ident)
-            if model is None:
-                model = self._host_models[ident] = kind(name, api_key=key, base_url=url)
-        return model
 
-    def _memory_model(self, host: Model | None) -> Model:
-        if self.model is not None:
-            return self.model
-        if host is not None:
-            return host
-        return resolve_model(os.environ.get("MEMDIR_MODEL") or "offline")
+def _shown(request: ModelRequest[Any], loaded: LoadedMemory) -> ModelRequest[Any]:
+    """``request`` with memdir's memory instructions and the thread's index after the
+    agent's own system text (the same for every request of the thread)."""
+    extra = f"{loaded.instructions}\n\n{loaded.index}"
+    system = request.system_message
+    content: str | list[str | dict[str, Any]]
+    if system is None:
+        content = extra
+    elif isinstance(system.content, str):
+        content = f"{system.content}\n\n{extra}" if system.content else extra
+    else:
+        # Into the last text block, where a caching middleware's marker is: a block of
+        # its own after it would take a breakpoint of the fork's.
+        blocks = list(system.content)
+        last = blocks[-1] if blocks else None
+        if isinstance(last, dict) and last.get("type") == "text":
+            blocks[-1] = {**last, "text": f"{last.get('text', '')}\n\n{extra}"}
+        else:
+            blocks.append({"type": "text", "text": extra})
+        content = blocks
+    return request.override(system_message=SystemMessage(content=content))
 
 
 class MemdirCallbackHandler(BaseCallbackHandler):

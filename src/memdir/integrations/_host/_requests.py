@@ -46,6 +46,10 @@ class SentRequest:
     """Headers of the request that belong to its prompt (``anthropic-beta``)."""
     sent_at: float | None = None
     """When it was sent, on ``time.time``."""
+    cached: bool = False
+    """The host's answer reported reading or writing the prompt cache: an Anthropic
+    request is forked even where its body shows no breakpoint (one added after the
+    adapter saw it)."""
 
 
 def fork_params(model: Model, sent: SentRequest) -> tuple[CacheSafeParams | None, str | None]:
@@ -69,6 +73,6 @@ def fork_params(model: Model, sent: SentRequest) -> tuple[CacheSafeParams | None
         if not isinstance(messages, Sequence):
             return None, "the last request has no messages"
         return chat_fork_params(model, body, messages, sent.replaces), None
-    if not has_cache_breakpoint(body):
+    if not (sent.cached or has_cache_breakpoint(body)):
         return None, "the last request has no cache_control: nothing of it is cached"
     return anthropic_fork_params(model, body, sent.replaces, headers=sent.headers), None
