@@ -36,7 +36,15 @@ from collections.abc import Callable, Mapping, Sequence
 from memdir.cost import provider_of
 from memdir.errors import error_fields
 from memdir.extract._run import Runner, RunOutcome
-from memdir.extract._types import ExtractConfig, MemorySaved, Notify, PendingTurn, TurnContext
+from memdir.extract._types import (
+    ExtractConfig,
+    MemorySaved,
+    Notify,
+    PendingTurn,
+    Position,
+    PositionStore,
+    TurnContext,
+)
 from memdir.messages import Message, model_visible
 from memdir.messages._native import ConversationReader, MessageTypeError, NativeFormat
 from memdir.models import Model
@@ -72,7 +80,12 @@ class MemoryExtractor:
         *,
         tools: Sequence[Tool] | None = None,
         clock: Callable[[], float] | None = None,
+        position_store: PositionStore | None = None,
     ) -> None:
+        """``position_store``: where the conversation's position (cursor, throttle count,
+        when it was last covered) is kept for a later process. It is loaded before the
+        first turn is decided and saved each time the position moves, both off the loop.
+        """
         self.memory_dir = memory_dir if isinstance(memory_dir, MemoryDir) else MemoryDir(memory_dir)
         self.model = model
         self.config = config or ExtractConfig()
@@ -99,6 +112,17 @@ class MemoryExtractor:
         self._thread: threading.Thread | None = None
         self._models_used: list[Model] = []
         """The hosts' models the runs have called (for :meth:`close` to release)."""
+        self._position_store = position_store
+        self._restored = position_store is None
+        """Whether the stored position was loaded (or there is no store)."""
+        self._loading: asyncio.Future[None] | None = None
+        """The load every turn waits for, on the loop that started it: turns go on in the
+        order they were reported, since a future wakes its waiters in order."""
+        self._store_lock = threading.Lock()
+        """One load or save at a time, each reading the position as it is then: a slow
+        save can never overwrite a newer one."""
+        self._saved: Position | None = None
+        """The position last saved (or loaded), so that an unmoved one is not written."""
 
     @property
     def turns_since_run(self) -> int:
@@ -115,6 +139,21 @@ class MemoryExtractor:
             self.cursor = cursor
             self._turns_since_run = max(0, turns_since_run)
             self._covered_at = covered_at
+            # What the caller restored wins over the stored position.
+            self._restored = True
+
+    @property
+    def position(self) -> Position:
+        """Where extraction stands now (cursor, throttle count, when last covered)."""
+        with self._lock:
+            return self._position()
+
+    def _position(self) -> Position:
+        return Position(
+            cursor=self.cursor,
+            turns_since_run=self._turns_since_run,
+            covered_at=self._covered_at,
+        )
 
     # --- scheduling -----------------------------------------------------------------------
 
@@ -266,9 +305,67 @@ class MemoryExtractor:
         A loop, not recursion: a host whose turns keep arriving during runs can chain any
         number of trailing runs without growing the stack.
         """
+        if not self._restored:
+            await self._await_restored()
         current: PendingTurn | None = pending
         while current is not None:
             current = await self._execute_one(current)
+            await self._save_position()
+
+    # --- the stored position ------------------------------------------------------------------
+
+    async def _await_restored(self) -> None:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            loading = self._loading
+            if loading is None or loading.get_loop() is not loop:
+                loading = loop.create_task(asyncio.to_thread(self._load_position))
+                self._loading = loading
+        await loading
+
+    def _load_position(self) -> None:
+        """Restore the stored position, once (in a worker thread)."""
+        store = self._position_store
+        with self._store_lock:
+            if self._restored or store is None:
+                return
+            try:
+                loaded = store.load()
+            except Exception as exc:  # an unreadable store costs re-reading, never the turn
+                emit(self.sink, "extract.error", duration_ms=0, error_type=type(exc).__name__)
+                loaded = Position()
+            with self._lock:
+                if not self._restored:
+                    self.cursor = loaded.cursor
+                    self._turns_since_run = max(0, loaded.turns_since_run)
+                    self._covered_at = loaded.covered_at
+                    self._restored = True
+                self._saved = self._position()
+
+    async def _save_position(self) -> None:
+        if self._position_store is None:
+            return
+        with self._lock:
+            if self._saved == self._position():
+                return
+        await asyncio.to_thread(self._store_position)
+
+    def _store_position(self) -> None:
+        """Save the position as it is now, if it moved since the last save (in a worker
+        thread; reads it under the store's lock, so saves land in order)."""
+        store = self._position_store
+        assert store is not None
+        with self._store_lock:
+            with self._lock:
+                position = self._position()
+                if position == self._saved:
+                    return
+            try:
+                store.save(position)
+            except Exception as exc:  # the next move tries again
+                emit(self.sink, "extract.error", duration_ms=0, error_type=type(exc).__name__)
+                return
+            self._saved = position
 
     async def _execute_one(self, pending: PendingTurn) -> PendingTurn | None:
         """One turn; returns the stashed turn to run next, if this run took place."""
@@ -414,6 +511,7 @@ class MemoryExtractor:
                 with self._lock:
                     self.cursor = messages[outcome.end - 1].uuid
                     self._covered_at = self._clock()
+                await self._save_position()
             self._report(pending, outcome, started)
             if outcome.end >= len(messages) or outcome.end <= cursor:
                 return
