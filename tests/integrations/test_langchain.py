@@ -960,3 +960,34 @@ def test_idle_threads_are_let_go(tmp_path: Path) -> None:
     assert len(memory._threads) == 3
     held = [memory.extractor(f"t{n}") for n in range(8)]
     assert [e is not None for e in held] == [False] * 5 + [True] * 3
+
+
+def test_a_restart_over_the_same_thread_saves_each_fact_once(tmp_path: Path) -> None:
+    """A new process — a new middleware and agent — over the same thread of a durable
+    checkpointer reads only the turn that is new, and saves from it."""
+    folder = tmp_path / "memory"
+    script = Script(folder)
+    sink = CollectingSink()
+    saver = InMemorySaver()  # stands for a durable one (SQLite, PostgreSQL)
+    with FakeAnthropicServer(handler=script) as server:
+        for turns in (TURNS[:2], TURNS[2:]):
+            memory = MemdirMiddleware(folder, config=ExtractConfig(mode="fork"), sink=sink)
+            agent = create_agent(
+                chat_model(server),
+                [get_weather],
+                system_prompt=SYSTEM_PROMPT,
+                middleware=[AnthropicPromptCachingMiddleware(), memory],
+                checkpointer=saver,
+            )
+            state = converse(agent, memory, turns)
+        server.assert_no_errors()
+
+    assert sorted(p.name for p in folder.glob("note_*.md")) == [
+        "note_0.md",
+        "note_1.md",
+        "note_2.md",
+    ]
+    runs = sink.named("extract.run")
+    assert [e.fields["message_count"] for e in runs] == [4, 2, 4]  # the third: only new
+    assert sum(e.fields["message_count"] for e in runs) == len(state)
+    assert not sink.named("extract.skipped_direct_write")

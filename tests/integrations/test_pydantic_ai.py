@@ -521,29 +521,31 @@ def test_conversations_are_kept_apart_and_resume_from_their_cursor(tmp_path: Pat
     assert capability.extractor(b[-1].conversation_id) is None  # let go
 
 
-def test_the_cursors_of_idle_conversations_are_bounded_too(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from memdir.integrations._host import _backend
+def test_idle_conversations_are_let_go_their_positions_kept_on_disk(tmp_path: Path) -> None:
+    """Past ``max_sessions`` an idle conversation's extractor is let go: what it had read
+    is in the memory's state file, not in this process."""
+    from memdir.state import StateFile
 
-    monkeypatch.setattr(_backend, "_RESUME_KEPT", 2)
     memory = tmp_path / "memory"
     capability = MemdirCapability(
         memory, config=ExtractConfig(mode="fork"), sink=CollectingSink(), max_sessions=1
     )
     host = iter([f"Answer {n}." for n in range(5)])
+    ids: list[str | None] = []
 
     async def main() -> None:
         async with served(scripted(memory, host)) as (fake, client):
             agent = weather_agent(client, capability)
             for n in range(5):
-                await agent.run(f"Conversation {n}.")
+                result = await agent.run(f"Conversation {n}.")
+                ids.append(result.all_messages()[-1].conversation_id)
                 await capability.drain()
 
     asyncio.run(main())
-    backend = capability._core.backend
-    assert isinstance(backend, _backend.LocalBackend)
-    assert len(backend._resume) == 2
+    held = [capability.extractor(i) is not None for i in ids]
+    assert held == [False] * 4 + [True]
+    saved = StateFile(memory).load()
+    assert all(i is not None and saved[i].cursor is not None for i in ids)
 
 
 def test_the_agent_may_save_a_memory_itself_which_is_not_saved_again(tmp_path: Path) -> None:
@@ -933,3 +935,42 @@ def test_a_turn_that_cannot_be_reported_is_an_error_event(
     assert asyncio.run(main()) == "Hello."
     (error,) = sink.named("extract.error")
     assert error.fields["error_type"] == "RuntimeError"
+
+
+def test_a_restart_with_a_restored_history_saves_each_fact_once(tmp_path: Path) -> None:
+    """A new process — a new capability — given the history the last one stored (as
+    JSON) reads only the run that is new, and saves from it: the memories the previous
+    process stamped with the conversation are not taken for the agent's own."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    handler = scripted(memory, iter([reply for turn in HOST_TURNS for reply in turn]))
+    stored = b"[]"
+
+    async def process(turns: Sequence[str]) -> None:
+        nonlocal stored
+        capability = MemdirCapability(
+            memory, config=ExtractConfig(mode="fork"), sink=sink, memory_tool=True
+        )
+        history = ModelMessagesTypeAdapter.validate_json(stored)
+        async with served(handler) as (fake, client):
+            agent = weather_agent(client, capability)
+            for text in turns:
+                result = await agent.run(text, message_history=history)
+                history = result.all_messages()
+                await capability.drain()
+            fake.assert_no_errors()
+        stored = ModelMessagesTypeAdapter.dump_json(history)
+
+    asyncio.run(process(USER_TURNS[:2]))
+    asyncio.run(process(USER_TURNS[2:]))
+
+    assert sorted(p.name for p in memory.glob("note_*.md")) == [
+        "note_0.md",
+        "note_1.md",
+        "note_2.md",
+    ]
+    runs = sink.named("extract.run")
+    assert [r.fields["message_count"] for r in runs] == [4, 2, 2]  # the third: only new
+    assert not sink.named("extract.skipped_direct_write")

@@ -26,10 +26,11 @@ mechanism. It hands each finished turn to a :class:`HostCore`, which owns the re
     await core.run_tool(tool, tool_input, cwd=cwd, conversation=session_id)
     await core.drain(); core.drain_sync(); core.close()
 
-- :class:`HostCore`: the backend (made in one place, :func:`default_backend`; any
-  ``memdir.extract.MemoryBackend`` may be passed), the host-model policy (user model,
-  else the host's endpoint on a client of memdir's own, else ``$MEMDIR_MODEL``, else
-  offline), one fork-parameter builder per wire format (:func:`fork_params`), the error
+- :class:`HostCore`: the backend (made in one place, :func:`default_backend`: a
+  ``memdir.extract.InProcessBackend``; any ``memdir.extract.MemoryBackend`` may be
+  passed, the queue's ``QueueExtractor`` among them; ``Backend`` is that protocol), the
+  host-model policy (user model, else the host's endpoint on a client of memdir's own,
+  else ``$MEMDIR_MODEL``, else offline), one fork-parameter builder per wire format (:func:`fork_params`), the error
   policy (:meth:`HostCore.failed`), memory loaded back (:meth:`HostCore.load_memory`,
   frozen per conversation so its requests share one cached prefix), the memory tools
   (:meth:`HostCore.run_tool`), drain and close.
@@ -46,7 +47,8 @@ mechanism. It hands each finished turn to a :class:`HostCore`, which owns the re
 Nothing here imports a framework.
 """
 
-from memdir.integrations._host._backend import Backend, LocalBackend, default_backend
+from memdir.extract import MemoryBackend as Backend
+from memdir.integrations._host._backend import default_backend
 from memdir.integrations._host._client import ClientSettings, Endpoint, HostModel, HostModels
 from memdir.integrations._host._core import HostCore, HostTurn, LoadedMemory, Sessions
 from memdir.integrations._host._reader import GrowingReader
@@ -68,7 +70,6 @@ __all__ = [
     "HostModels",
     "HostTurn",
     "LoadedMemory",
-    "LocalBackend",
     "SentRequest",
     "Sessions",
     "anthropic_fork_params",

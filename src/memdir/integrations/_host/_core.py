@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from memdir.extract import ExtractConfig, MemoryExtractor, Notify, TurnContext
+from memdir.extract import MemoryBackend as Backend
 from memdir.fork import CacheSafeParams
-from memdir.integrations._host._backend import Backend, default_backend
+from memdir.integrations._host._backend import default_backend
 from memdir.integrations._host._client import Endpoint, HostModel, HostModels
 from memdir.integrations._host._requests import SentRequest, fork_params
 from memdir.messages import AnyMessage
