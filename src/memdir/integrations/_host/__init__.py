@@ -7,42 +7,47 @@ client settings that model uses, and loads memory back through the framework's o
 mechanism. It hands each finished turn to a :class:`HostCore`, which owns the rest::
 
     core = HostCore(memory_dir, model, config=config, sink=sink, notify=notify,
-                    backend=backend, max_conversations=256)
+                    cwd=cwd, base_url=base_url, backend=backend, max_conversations=256)
 
-    # as soon as the host's client is seen (its own client is built in a thread):
+    # as soon as the host's client is seen (memdir's own client is built in a thread):
     endpoint = Endpoint(ClientSettings.of(sdk_client), model_name)
     core.host_model(endpoint)
 
     # at a turn's end (never raises; a failure becomes an ``extract.error`` event):
     core.report(lambda: HostTurn(
-        messages=conversation,               # read incrementally by the adapter
-        conversation=session_id,             # the framework's conversation id, or None
+        messages=conversation,          # read incrementally (GrowingReader, or the adapter's)
+        conversation=conversation_id,   # the framework's own id; None: one default
         request=SentRequest(wire="chat", body=body, replaces=n, sent_at=t),  # or None
-        endpoint=endpoint,
-        fallback=None if body else "why there is no request",
+        endpoint=endpoint,              # or None: standalone on the user's/env/offline model
+        fallback=None,                  # why there is no request, when there is none
     ))
+    # (core.submit(turn) is the same, raising: to retry with another reading on TypeError)
 
-    loaded = await core.aload_memory(session_id)   # LoadedMemory(instructions, index)
-    await core.run_tool(tool, tool_input, cwd=cwd, conversation=session_id)
+    loaded = await core.aload_memory(conversation_id)   # LoadedMemory(instructions, index)
+    text = await core.run_tool(tool, tool_input, cwd=cwd, conversation=conversation_id)
+    context = core.tool_context(conversation_id)        # for a framework's own memory tool
     await core.drain(); core.drain_sync(); core.close()
+    core.fallback_reason; core.extractor(conversation_id)
 
-- :class:`HostCore`: the backend (made in one place, :func:`default_backend`: a
-  ``memdir.extract.InProcessBackend``; any ``memdir.extract.MemoryBackend`` may be
-  passed, the queue's ``QueueExtractor`` among them; ``Backend`` is that protocol), the
-  host-model policy (user model, else the host's endpoint on a client of memdir's own,
-  else ``$MEMDIR_MODEL``, else offline), one fork-parameter builder per wire format (:func:`fork_params`), the error
-  policy (:meth:`HostCore.failed`), memory loaded back (:meth:`HostCore.load_memory`,
-  frozen per conversation so its requests share one cached prefix), the memory tools
-  (:meth:`HostCore.run_tool`), drain and close.
-- :class:`ClientSettings` / :class:`Endpoint` / :class:`HostModel`: the host's client
-  settings (base URL, key, organization, project, default headers and query, a custom
-  ``http_client``'s transport) and memdir's model on a client of its own built from them
-  off the loop, which outlives the host's client.
-- :class:`SentRequest`, :func:`fork_params`, :func:`anthropic_fork_params`,
-  :func:`chat_fork_params`, :func:`has_cache_breakpoint`: the request as sent, and the
-  fork built from it.
-- :class:`Sessions`: an adapter's bounded per-conversation state.
-- :class:`GrowingReader`: a conversation read as it grows, each framework message once.
+- :class:`HostCore`: the backend, made in one place (:func:`default_backend`: an
+  ``InProcessBackend``, positions kept beside the memory; any ``MemoryBackend`` may be
+  passed, the queue's ``QueueExtractor`` among them; ``Backend`` is that protocol); the
+  host-model policy (the user's model, else the host's endpoint on a client of memdir's
+  own, else ``$MEMDIR_MODEL``, else offline; a fork always on the host's endpoint); the
+  error policy (:meth:`HostCore.failed`); memory loaded back (:meth:`HostCore.load_memory`,
+  frozen per conversation so that its requests share one cached prefix); the memory tools
+  (:meth:`HostCore.run_tool`, :meth:`HostCore.tool_context`); drain and close.
+- :class:`ClientSettings` / :class:`Endpoint` / :class:`HostModel` / :class:`HostModels`:
+  the host client's settings (base URL, key, organization, project, default headers and
+  query, timeout, a custom ``http_client``'s transport, headers, auth and hooks) and
+  memdir's model on a client of its own built from them in a worker thread, which
+  outlives the host's client.
+- :class:`SentRequest` and :func:`fork_params` (one builder per wire format,
+  :func:`anthropic_fork_params` and :func:`chat_fork_params`, and one
+  :func:`has_cache_breakpoint`, shared with the Claude Code hook through
+  :mod:`memdir.integrations._wire`): the request as sent, and the fork built from it.
+- :class:`Sessions`: an adapter's per-conversation state, the least recently used let go.
+- :class:`GrowingReader`: a conversation read as it grows, each framework item once.
 
 Nothing here imports a framework.
 """
