@@ -991,3 +991,19 @@ def test_a_restart_over_the_same_thread_saves_each_fact_once(tmp_path: Path) -> 
     assert [e.fields["message_count"] for e in runs] == [4, 2, 4]  # the third: only new
     assert sum(e.fields["message_count"] for e in runs) == len(state)
     assert not sink.named("extract.skipped_direct_write")
+
+
+def test_a_chat_openai_agent_never_imports_langchain_anthropic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Telling that the agent's model is not ``ChatAnthropic`` must not import
+    ``langchain_anthropic`` (and ``anthropic``: a second and more, on the host's loop)."""
+    langchain_openai = pytest.importorskip("langchain_openai")
+    from memdir.integrations import langchain as integration
+
+    chat = langchain_openai.ChatOpenAI(model="gpt-4o", api_key="test")
+    for name in [m for m in sys.modules if m.split(".")[0] == "langchain_anthropic"]:
+        monkeypatch.delitem(sys.modules, name)
+    assert not integration._is_direct_anthropic(chat)
+    assert integration._endpoint(chat) is not None
+    assert "langchain_anthropic" not in sys.modules

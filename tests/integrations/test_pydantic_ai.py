@@ -974,3 +974,23 @@ def test_a_restart_with_a_restored_history_saves_each_fact_once(tmp_path: Path) 
     runs = sink.named("extract.run")
     assert [r.fields["message_count"] for r in runs] == [4, 2, 2]  # the third: only new
     assert not sink.named("extract.skipped_direct_write")
+
+
+def test_an_openai_model_never_imports_pydantic_ais_anthropic_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Telling that the agent's model is not pydantic-ai's ``AnthropicModel`` must not
+    import it (and ``anthropic``: a second and more, on the host's loop)."""
+    from openai import AsyncOpenAI
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from memdir.integrations import pydantic_ai as integration
+
+    client = AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="test")
+    model = OpenAIChatModel("gpt-4.1-mini", provider=OpenAIProvider(openai_client=client))
+    monkeypatch.delitem(sys.modules, "pydantic_ai.models.anthropic", raising=False)
+    assert integration._anthropic_client(model) is None
+    assert not integration._is_pydantic_anthropic(model)
+    assert integration._client_of(model) is not None
+    assert "pydantic_ai.models.anthropic" not in sys.modules

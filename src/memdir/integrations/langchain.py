@@ -483,6 +483,8 @@ class _Capture:
 
 def _is_direct_anthropic(chat_model: object) -> bool:
     """``ChatAnthropic`` on the Anthropic API: the one whose requests memdir can repeat."""
+    if not type(chat_model).__module__.startswith("langchain_anthropic"):
+        return False  # and so never imports it (a second or more, on the host's loop)
     try:
         from langchain_anthropic import ChatAnthropic
     except ModuleNotFoundError:
@@ -506,6 +508,8 @@ def _reported_cache_use(messages: Sequence[BaseMessage]) -> bool:
 
 def _is_chat_openai(chat_model: object) -> bool:
     """``ChatOpenAI`` itself (not Azure's, which shapes its requests its own way)."""
+    if not type(chat_model).__module__.startswith("langchain_openai"):
+        return False  # and so never imports it
     try:
         from langchain_openai import ChatOpenAI
     except ModuleNotFoundError:

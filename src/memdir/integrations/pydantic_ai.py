@@ -68,6 +68,7 @@ import dataclasses
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -476,6 +477,8 @@ def _unwrapped(model: Any) -> Any:
 
 def _anthropic_client(model: Any) -> Any:
     """The ``AsyncAnthropic`` client a pydantic-ai model sends through, if that is what it is."""
+    if "pydantic_ai.models.anthropic" not in sys.modules:
+        return None  # no such model was made: and importing it would stall the loop
     try:
         from anthropic import AsyncAnthropic
         from pydantic_ai.models.anthropic import AnthropicModel as PydanticAnthropic
@@ -489,6 +492,8 @@ def _anthropic_client(model: Any) -> Any:
 
 
 def _openai_client(model: Any) -> tuple[Any, str] | None:
+    if "pydantic_ai.models.openai" not in sys.modules:
+        return None  # no such model was made
     try:
         from openai import AsyncOpenAI
         from pydantic_ai.models.openai import OpenAIChatModel
@@ -556,6 +561,8 @@ _MEMORY_SCHEMA: dict[str, Any] = {
 
 
 def _is_pydantic_anthropic(model: Any) -> bool:
+    if "pydantic_ai.models.anthropic" not in sys.modules:
+        return False
     try:
         from pydantic_ai.models.anthropic import AnthropicModel as PydanticAnthropic
     except ImportError:
