@@ -1204,32 +1204,6 @@ def test_a_restart_on_the_responses_api_saves_each_fact_once(tmp_path: Path) -> 
     assert not any("I'm Ana" in text for text in read[-1][-2:])
 
 
-def test_a_client_closed_before_drain_loses_nothing(tmp_path: Path) -> None:
-    """``async with AsyncOpenAI(...) as client:`` ends before ``drain()``: the memory run
-    goes on, on a client of memdir's own, and never tries the closed one."""
-    memory = tmp_path / "memory"
-    sink = CollectingSink()
-    hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="fork"), sink=sink)
-    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
-
-        async def main() -> None:
-            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
-                await Runner.run(host_agent(client, hooks), TURNS[0], hooks=hooks)
-            assert client.is_closed()
-            await hooks.drain()
-
-        asyncio.run(main())
-        server.assert_no_errors()
-        requests = server.requests
-
-    assert not sink.named("extract.error")
-    assert [r.fields["mode"] for r in sink.named("extract.run")] == ["fork"]
-    assert_memories(memory, [ANA])
-    fork = memory_requests(requests)[0]
-    assert fork.usage is not None
-    assert fork.usage["prompt_tokens_details"]["cached_tokens"] > 0
-
-
 class CountingTransport:
     """A custom transport of the host's (a gateway's, a proxy's): memdir sends through it."""
 
@@ -1245,6 +1219,42 @@ class CountingTransport:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+@pytest.mark.parametrize("custom_transport", [False, True])
+def test_a_client_closed_before_drain_loses_nothing(tmp_path: Path, custom_transport: bool) -> None:
+    """``async with AsyncOpenAI(...) as client:`` ends before ``drain()``: the memory run
+    goes on, on a client of memdir's own (through the host's transport, when it gave
+    one), and never tries the closed one."""
+    import httpx
+
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    hooks = MemdirRunHooks(memory, config=ExtractConfig(mode="fork"), sink=sink)
+    transport = CountingTransport()
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> None:
+            http: Any = httpx.AsyncClient(transport=transport) if custom_transport else None  # type: ignore[arg-type]
+            async with AsyncOpenAI(
+                base_url=server.base_url, api_key="test", http_client=http
+            ) as client:
+                await Runner.run(host_agent(client, hooks), TURNS[0], hooks=hooks)
+            assert client.is_closed()
+            await hooks.drain()
+
+        asyncio.run(main())
+        server.assert_no_errors()
+        requests = server.requests
+
+    assert not sink.named("extract.error")
+    assert [r.fields["mode"] for r in sink.named("extract.run")] == ["fork"]
+    assert_memories(memory, [ANA])
+    fork = memory_requests(requests)[0]
+    assert fork.usage is not None
+    assert fork.usage["prompt_tokens_details"]["cached_tokens"] > 0
+    if custom_transport:
+        assert len(transport.sent) == len(requests)  # the host's and memdir's alike
 
 
 @pytest.mark.parametrize("mode", ["fork", "standalone"])
