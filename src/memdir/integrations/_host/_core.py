@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -21,7 +22,7 @@ from memdir.messages import AnyMessage
 from memdir.models import Model, resolve_model
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
 from memdir.recall import memory_prompt, memory_reminder
-from memdir.store import MemoryDir, default_memory_dir
+from memdir.store import MemoryDir, contains_secret, default_memory_dir
 from memdir.telemetry import Sink, emit
 from memdir.tools import MemoryFiles, ToolContext, ToolError
 from memdir.tools import Tool as MemdirTool
@@ -142,6 +143,7 @@ class HostCore:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loaded: OrderedDict[str | None, LoadedMemory] = OrderedDict()
         self._max_conversations = max(1, max_conversations)
+        _warm_up()
 
     @property
     def backend(self) -> Backend:
@@ -332,6 +334,21 @@ class HostCore:
     def close(self) -> None:
         """Stop the backend's background work (threads of sync hosts)."""
         self._backend.close()
+
+
+_warmed = threading.Event()
+
+
+def _warm_up() -> None:
+    """Compile the credential scanner's expressions in a worker thread, once per process:
+    the first memory write scans its text, and compiling them there would stall the
+    host's loop (the memory runs are tasks on it)."""
+    if _warmed.is_set():
+        return
+    _warmed.set()
+    threading.Thread(
+        target=contains_secret, args=("memdir warm-up",), name="memdir-warm-up", daemon=True
+    ).start()
 
 
 def _hidden_part(md: MemoryDir, path: str, cwd: str) -> bool:

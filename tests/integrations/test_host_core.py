@@ -1,0 +1,162 @@
+"""The host core on its own: client settings read and rebuilt, the fork builders' refusals,
+bounded per-conversation state, and the work it keeps off the host's loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+from openai import AsyncOpenAI
+
+from memdir.integrations import _host
+from memdir.integrations._host import (
+    ClientSettings,
+    Endpoint,
+    HostCore,
+    SentRequest,
+    Sessions,
+    _core,
+    fork_params,
+    has_cache_breakpoint,
+)
+from memdir.testing import FunctionModel
+
+
+def test_an_openai_clients_settings_are_read_and_rebuilt() -> None:
+    async def main() -> None:
+        async with AsyncOpenAI(
+            base_url="http://127.0.0.1:9/v1",
+            api_key="k",
+            organization="org-acme",
+            project="proj_x",
+            default_headers={"X-Gateway-Key": "g"},
+        ) as host:
+            settings = ClientSettings.of(host.with_options(max_retries=5))
+            assert settings is not None
+            assert (settings.organization, settings.project) == ("org-acme", "proj_x")
+            assert ("X-Gateway-Key", "g") in settings.default_headers
+            assert settings.http_client is None  # the SDK's own pool: nothing to copy
+            own = await asyncio.to_thread(settings.new_client)
+            try:
+                assert own is not host
+                assert own.organization == "org-acme"
+                assert own.project == "proj_x"
+                assert own.max_retries == 0  # memdir retries on its own
+                assert ClientSettings.of(own) == settings
+            finally:
+                await own.close()
+
+    asyncio.run(main())
+    assert ClientSettings.of(object()) is None
+
+
+def test_a_request_that_forces_a_tool_or_caches_nothing_is_not_forked() -> None:
+    model = FunctionModel(lambda request: "x")
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": []}
+    forced = SentRequest(wire="chat", body={**body, "tool_choice": "required"}, replaces=1)
+    assert fork_params(model, forced) == (None, forced_reason(forced))
+    params, reason = fork_params(model, SentRequest(wire="chat", body=body, replaces=1))
+    assert reason is None
+    assert params is not None
+    assert params.wire_replaces == 1
+
+    plain = {"model": "c", "system": "s", "messages": [{"role": "user", "content": "hi"}]}
+    assert not has_cache_breakpoint(plain)
+    params, reason = fork_params(model, SentRequest(wire="anthropic", body=plain, replaces=1))
+    assert params is None
+    assert reason is not None
+    # An answer that reported cache use says a breakpoint was there after all.
+    cached = SentRequest(wire="anthropic", body=plain, replaces=1, cached=True)
+    assert fork_params(model, cached)[0] is not None
+    marked = {
+        **plain,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t",
+                        "content": [
+                            {"type": "text", "text": "r", "cache_control": {"type": "ephemeral"}}
+                        ],
+                    }
+                ],
+            }
+        ],
+        "betas": ["b1"],
+    }
+    assert has_cache_breakpoint(marked)  # inside a tool result counts too
+    params, _ = fork_params(model, SentRequest(wire="anthropic", body=marked, replaces=1))
+    assert params is not None
+    assert params.params["extra_headers"] == {"anthropic-beta": "b1"}
+    assert "betas" not in params.params
+
+
+def forced_reason(sent: SentRequest) -> str:
+    return (
+        f"the last request forces tool_choice={sent.body['tool_choice']!r}: the memory "
+        "agent must choose its own tools"
+    )
+
+
+def test_sessions_let_the_least_recently_used_go() -> None:
+    sessions: Sessions[list[int]] = Sessions(list, limit=2)
+    a = sessions.get("a")
+    sessions.get("b")
+    assert sessions.get("a") is a
+    sessions.get("c")  # "b" is the least recently used
+    assert len(sessions) == 2
+    assert sessions.peek("b") is None
+    assert sessions.peek("a") is a
+
+
+def test_a_failed_report_is_an_error_event_and_never_raises(tmp_path: Path) -> None:
+    from memdir.telemetry import CollectingSink
+
+    sink = CollectingSink()
+    core = HostCore(tmp_path / "memory", "offline", sink=sink)
+
+    def broken() -> None:
+        raise ValueError("no conversation here\nsecond line")
+
+    core.report(broken)
+    (event,) = sink.named("extract.error")
+    assert event.fields["error_type"] == "ValueError"
+    assert event.fields["reason"] == "no conversation here"
+
+
+def test_the_host_model_and_the_scanner_are_built_off_the_callers_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built_on: list[str] = []
+    scanned_on: list[str] = []
+    scanned = threading.Event()
+    real_new_client = ClientSettings.new_client
+
+    def new_client(self: ClientSettings) -> object:
+        built_on.append(threading.current_thread().name)
+        return real_new_client(self)
+
+    def scan(text: str) -> bool:
+        scanned_on.append(threading.current_thread().name)
+        scanned.set()
+        return False
+
+    monkeypatch.setattr(ClientSettings, "new_client", new_client)
+    monkeypatch.setattr(_core, "contains_secret", scan)
+    monkeypatch.setattr(_core, "_warmed", threading.Event())
+    core = HostCore(tmp_path / "memory", "offline")
+    assert scanned.wait(timeout=30)
+    settings = ClientSettings(provider="openai", api_key="k", base_url="http://127.0.0.1:9/v1")
+    model = core.host_model(Endpoint(settings, "gpt-4.1-mini"))
+    assert core.host_model(Endpoint(settings, "gpt-4.1-mini")) is model  # one per endpoint
+    built = asyncio.run(model.model())
+    assert built.name == "openai:gpt-4.1-mini"
+    here = threading.current_thread().name
+    assert built_on
+    assert here not in built_on
+    assert scanned_on == ["memdir-warm-up"]
+    assert _host.default_backend is not None
