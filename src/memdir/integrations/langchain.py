@@ -93,7 +93,6 @@ from memdir.errors import one_line
 from memdir.extract import ExtractConfig, MemoryExtractor, Notify, TurnContext
 from memdir.fork import CacheSafeParams
 from memdir.integrations._wire import chat_fork_params
-from memdir.memory_tool import MEMORY_TOOL_TYPE, MemoryTool
 from memdir.messages import (
     ContentBlock,
     ImageBlock,
@@ -109,7 +108,7 @@ from memdir.messages import (
 from memdir.models import AnthropicModel, Model, OpenAIModel, resolve_model
 from memdir.store import MemoryDir, MemoryFormat, default_memory_dir
 from memdir.telemetry import Sink, emit
-from memdir.tools import ToolContext, ToolError, ToolOutput
+from memdir.tools import MEMORY_TOOL_TYPE, MemoryTool, ToolContext, ToolError, ToolOutput
 
 if TYPE_CHECKING:
     from langchain.agents.middleware import ModelRequest, ModelResponse

@@ -96,7 +96,6 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subproce
 from memdir.extract import ExtractConfig, MemoryExtractor, Notify, TurnContext
 from memdir.fork import CacheSafeParams
 from memdir.integrations._wire import add_pool_hook, chat_fork_params
-from memdir.memory_tool import MemoryTool
 from memdir.messages import (
     ContentBlock,
     ImageBlock,
@@ -109,7 +108,7 @@ from memdir.messages import (
 )
 from memdir.models import Model, resolve_model
 from memdir.permissions import memory_write_guard
-from memdir.tools import MemoryFiles, ToolContext, ToolError
+from memdir.tools import MemoryFiles, MemoryTool, ToolContext, ToolError
 
 if TYPE_CHECKING:
     from pydantic_ai.agent.abstract import AgentModelSettings
