@@ -173,7 +173,7 @@ def auto_mem_can_use_tool(
       not when the text written would hold a credential: never under ``team/``, and in
       private memory only if ``allow_private_secrets``;
     - a call its tool would refuse outright, or of a tool whose effects are not known,
-      is denied.
+      is denied; one that declares no effect at all does nothing, and is allowed.
 
     Denials are sent to ``sink`` as ``permission.denied`` events (tool_name, reason).
     """
