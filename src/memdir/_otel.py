@@ -1,7 +1,9 @@
 """The OpenTelemetry side of :class:`memdir.telemetry.OpenTelemetrySink`.
 
 Kept apart so that ``opentelemetry`` (an optional extra) is imported only when someone
-builds that sink; importing this module without it raises ``ImportError``.
+builds that sink; importing this module without it raises ``ImportError``. It is told
+each event's name, fields and whether it reports a failure, and imports nothing of
+:mod:`memdir.telemetry`, which imports it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from opentelemetry.trace import Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from memdir import __version__
-from memdir.telemetry import Event, _is_failure
 
 __all__ = ["OtelRecorder"]
 
@@ -58,25 +59,25 @@ class OtelRecorder:
             description="Wall time of one successful extraction run.",
         )
 
-    def record(self, event: Event) -> None:
-        """Report ``event`` as one span and its metric points."""
-        fields = event.fields
+    def record(self, name: str, fields: Mapping[str, Any], *, failed: bool) -> None:
+        """Report the event ``name`` as one span and its metric points; ``failed``: with
+        status ERROR."""
         end = time.time_ns()
         duration_ms = _amount(fields.get("duration_ms"))
         # The event is sent when the work is over, so a span that started "now" would show
         # zero length; moving its start back shows how long the run really took.
         start = end - round(duration_ms * 1_000_000) if duration_ms is not None else end
         span = self._tracer.start_span(
-            f"memdir.{event.name}", start_time=start, attributes=_attributes(fields)
+            f"memdir.{name}", start_time=start, attributes=_attributes(fields)
         )
-        if _is_failure(event.name):
+        if failed:
             error_type = fields.get("error_type")
             description = None if error_type is None else str(error_type)
             span.set_status(Status(StatusCode.ERROR, description))
         span.end(end_time=end)
 
-        self._events.add(1, {"event": event.name})
-        if event.name != "extract.run":
+        self._events.add(1, {"event": name})
+        if name != "extract.run":
             return
         for kind, key in _TOKEN_FIELDS:
             tokens = _amount(fields.get(key))

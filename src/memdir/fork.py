@@ -20,7 +20,7 @@ from typing import Any
 from memdir.messages import Message, ToolResultBlock, ToolUseBlock
 from memdir.models import Model, ModelRequest, SystemPrompt, Usage
 from memdir.permissions import CanUseTool
-from memdir.tools._base import Tool, ToolContext, ToolError
+from memdir.tools import Tool, ToolContext, ToolError, WritesPath, effects_of
 
 __all__ = ["CacheSafeParams", "ForkResult", "run_forked_agent"]
 
@@ -68,15 +68,10 @@ class ForkResult:
     """The run stopped because it reached ``max_turns`` while the model still wanted tools."""
 
 
-# The memory tool's commands that change a file (its "view" only reads).
-_MEMORY_TOOL_WRITES = frozenset({"create", "str_replace", "insert", "delete", "rename"})
-
-
-def _is_write(call: ToolUseBlock) -> bool:
-    """Whether ``call`` changes a file: Write, Edit, or a changing memory-tool command."""
-    if call.name in ("Write", "Edit"):
-        return True
-    return call.name == "memory" and call.input.get("command") in _MEMORY_TOOL_WRITES
+def _is_write(call: ToolUseBlock, tools: Mapping[str, Tool]) -> bool:
+    """Whether ``call`` changes a file, by what its tool says the call does."""
+    effects = effects_of(tools.get(call.name, call.name), call.input) or ()
+    return any(isinstance(effect, WritesPath) for effect in effects)
 
 
 async def _run_call(
@@ -184,7 +179,7 @@ async def run_forked_agent(
         history.append(tool_message)
         own.append(tool_message)
         if end_after_writes and all(
-            _is_write(call) and not result.is_error
+            _is_write(call, by_name) and not result.is_error
             for call, result in zip(uses, results, strict=True)
         ):
             complete = end_after_writes is True or (

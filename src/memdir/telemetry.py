@@ -302,4 +302,4 @@ class OpenTelemetrySink:
         self._recorder = OtelRecorder(tracer_provider, meter_provider)
 
     def __call__(self, event: Event) -> None:
-        self._recorder.record(event)
+        self._recorder.record(event.name, event.fields, failed=_is_failure(event.name))

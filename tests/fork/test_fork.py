@@ -16,7 +16,15 @@ from memdir.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from memdir.models import ModelResponse, Usage
 from memdir.permissions import PermissionDecision, auto_mem_can_use_tool
 from memdir.testing import ScriptedModel
-from memdir.tools import ToolContext, ToolError, ToolOutput, builtin_tools
+from memdir.tools import (
+    Effect,
+    ReadsPath,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+    WritesPath,
+    builtin_tools,
+)
 
 TOOL_DEFS = [
     {"name": "Read", "description": "read", "input_schema": {"type": "object"}},
@@ -320,3 +328,35 @@ def test_malformed_tool_input_is_answered_not_raised(tmp_path: Path) -> None:
     assert result.written_paths == (memory / "a.md",)
     assert (memory / "a.md").read_text() == "fixed\n"
     model.assert_all_used()
+
+
+@dataclass
+class Saver(FakeTool):
+    """A tool of memdir's kind: it says what a call does."""
+
+    declared: tuple[Effect, ...] = ()
+
+    def effects(self, tool_input: object) -> tuple[Effect, ...]:
+        return self.declared
+
+
+@pytest.mark.parametrize(
+    ("declared", "requests"),
+    [
+        ((WritesPath("/m/a.md", "x"),), 1),  # the work is done: no request to hear it said
+        ((ReadsPath("/m/a.md"),), 2),  # a read needs its answer read
+        ((), 2),
+    ],
+)
+def test_a_turn_of_writes_ends_the_fork_whatever_the_tool_is_called(
+    declared: tuple[Effect, ...], requests: int
+) -> None:
+    model = ScriptedModel([calls(("t1", "Note", {})), "done"])
+    tool = Saver("Note", declared=declared)
+    result = asyncio.run(
+        run_forked_agent(
+            params(model), CONTEXT, PROMPT, tools=[tool], can_use_tool=allow_all,
+            end_after_writes=True,
+        )
+    )  # fmt: skip
+    assert result.turn_count == requests

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,15 @@ import pytest
 
 from memdir.permissions import CanUseTool, PermissionDecision, auto_mem_can_use_tool
 from memdir.telemetry import Event
+from memdir.tools import (
+    Effect,
+    Invalid,
+    MemoryTool,
+    ReadsPath,
+    RunsCommand,
+    WritesPath,
+    WriteTool,
+)
 from tests.tools.test_readonly import ALLOWED as READ_ONLY_COMMANDS
 from tests.tools.test_readonly import DENIED as WRITING_COMMANDS
 
@@ -293,3 +303,56 @@ def test_gate_understands_the_memory_tool(tree: Path) -> None:
     assert events[0].fields["tool_name"] == "memory"
     leaked = {"command": "create", "path": "/memories/team/k.md", "file_text": f"k {ANTHROPIC_KEY}"}
     assert decide(tree, "memory", leaked, allow_private_secrets=True).reason == "secret"
+
+
+# --- effects, not names ----------------------------------------------------------------------
+
+
+@dataclass
+class Declaring:
+    """A tool known only by what it says a call does."""
+
+    name: str
+    declared: tuple[Effect, ...]
+
+    def effects(self, tool_input: object) -> tuple[Effect, ...]:
+        return self.declared
+
+
+def test_the_gate_judges_what_a_call_does_not_its_name(tree: Path) -> None:
+    gate = auto_mem_can_use_tool(tree / "memory", cwd=tree)
+    inside, outside = str(tree / "memory" / "n.md"), str(tree / "outside" / "n.md")
+    # a tool named like a reader that writes outside is refused as a write
+    sneaky = Declaring("Read", (ReadsPath(inside), WritesPath(outside, "x")))
+    assert ask(gate, sneaky, {}).reason == "outside_memory_dir"
+    # a tool of any name that only reads, or writes inside, is allowed
+    assert ask(gate, Declaring("Lookup", (ReadsPath("/etc/hosts"),)), {}).allowed
+    assert ask(gate, Declaring("SaveNote", (WritesPath(inside, "note"),)), {}).allowed
+    leak = Declaring("SaveNote", (WritesPath(inside, f"k {ANTHROPIC_KEY}"),))
+    assert ask(gate, leak, {}).reason == "secret"
+    runs = Declaring("Shell", (RunsCommand("rm -rf memory"),))
+    assert ask(gate, runs, {}).reason == "not_read_only"
+    assert ask(gate, Declaring("Shell", (RunsCommand("ls"),)), {}).allowed
+    refused = Declaring("Anything", (Invalid("invalid_input", "no"),))
+    assert ask(gate, refused, {}) == PermissionDecision(
+        behavior="deny", message="no", reason="invalid_input"
+    )
+
+
+def test_memdirs_tools_are_judged_where_they_work(tree: Path) -> None:
+    # A tool bound to the memory folder writes a relative path there, whatever the
+    # gate's own cwd: the gate judges the place the tool will really write.
+    gate = auto_mem_can_use_tool(tree / "memory", cwd=tree / "outside")
+    tool_input = {"file_path": "x.md", "content": "x"}
+    assert ask(gate, WriteTool(tree / "memory"), tool_input).allowed
+    assert not ask(gate, WriteTool(tree / "outside"), tool_input).allowed
+    assert not ask(gate, "Write", tool_input).allowed  # by name: against the gate's cwd
+    memory = MemoryTool(tree / "memory")
+    view = {"command": "view", "path": "/memories"}
+    assert ask(gate, memory, view).allowed
+    create = {"command": "create", "path": "/memories/out_dir/x.md", "file_text": "x"}
+    assert ask(gate, memory, create).reason == "outside_memory_dir"
+    # the same tool over another folder writes outside this gate's memory
+    elsewhere = MemoryTool(tree / "outside")
+    create = {"command": "create", "path": "/memories/x.md", "file_text": "x"}
+    assert ask(gate, elsewhere, create).reason == "outside_memory_dir"

@@ -30,13 +30,19 @@ from memdir.extract._standalone import (
 )
 from memdir.extract._types import ExtractConfig, TurnContext
 from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
-from memdir.memory_tool import MemoryTool
 from memdir.messages import Message, TextBlock, model_visible
 from memdir.models import Model
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
 from memdir.store import ENTRYPOINT_NAME, MemoryDir, format_manifest
 from memdir.telemetry import Sink
-from memdir.tools import FileStamp, MemoryFiles, Tool, ToolContext, builtin_tools
+from memdir.tools import (
+    FileStamp,
+    MemoryFiles,
+    MemoryTool,
+    Tool,
+    ToolContext,
+    builtin_tools,
+)
 
 __all__ = ["RunOutcome", "Runner"]
 

@@ -51,9 +51,8 @@ from anthropic.types.beta import (
 from pydantic import BaseModel
 
 from memdir.errors import UsageError
-from memdir.memory_tool import MemoryTool
 from memdir.store import MemoryDir, MemoryFormat
-from memdir.tools import ToolContext, ToolError
+from memdir.tools import MemoryTool, ToolContext, ToolError
 
 __all__ = ["AsyncMemdirMemoryTool", "MemdirMemoryTool"]
 

@@ -108,7 +108,6 @@ from memdir.integrations._host import (
     SentRequest,
     Sessions,
 )
-from memdir.memory_tool import MEMORY_TOOL_TYPE, MemoryTool
 from memdir.messages import (
     ContentBlock,
     ImageBlock,
@@ -124,7 +123,7 @@ from memdir.messages import (
 from memdir.models import Model
 from memdir.store import MemoryDir, MemoryFormat
 from memdir.telemetry import Sink
-from memdir.tools import ToolContext, ToolError, ToolOutput
+from memdir.tools import MEMORY_TOOL_TYPE, MemoryTool, ToolContext, ToolError, ToolOutput
 
 if TYPE_CHECKING:
     from langchain.agents.middleware import ModelRequest, ModelResponse

@@ -107,7 +107,6 @@ from memdir.integrations._host import (
     Sessions,
 )
 from memdir.integrations._wire import add_pool_hook
-from memdir.memory_tool import MemoryTool
 from memdir.messages import (
     ContentBlock,
     ImageBlock,
@@ -119,7 +118,7 @@ from memdir.messages import (
     derive_uuid,
 )
 from memdir.models import Model
-from memdir.tools import ToolError
+from memdir.tools import MemoryTool, ToolError
 
 if TYPE_CHECKING:
     from pydantic_ai.agent.abstract import AgentInstructions, AgentModelSettings

@@ -93,7 +93,7 @@ class ToolContext:
     write_guard: WriteGuard | None = None
     """Asked by Write and Edit, just before writing, with the real target path and the
     file's complete new text; a message refuses the write (see
-    :func:`memdir.permissions.memory_write_guard`)."""
+    :func:`memdir.tools.memory_write_guard`)."""
     memory_files: MemoryFiles | None = None
     """How Write, Edit and the ``memory`` tool store memory files; ``None`` stores every
     file exactly as written."""
@@ -118,6 +118,12 @@ class Tool(Protocol):
     ``definition()`` is what the model is shown (Anthropic's shape: ``name``,
     ``description``, ``input_schema``). ``run`` carries out one call; it raises
     :class:`ToolError` for a call that cannot be done (bad input, missing file, …).
+
+    A tool should also say what a call would do, ``effects(tool_input)``
+    (:class:`~memdir.tools.DeclaresEffects`): the permission gate judges a call by those
+    effects. It is not required here, so that a tool written before it keeps working;
+    such a tool is judged by its name, as :func:`~memdir.tools.tool_call_effects` knows
+    it, and a name it does not know is refused unless allowed by name.
     """
 
     @property

@@ -23,9 +23,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from memdir.tools._base import ToolContext, ToolError, ToolOutput
+from memdir.tools._effects import Effect, RunsCommand, input_object
 from memdir.tools._files import absolute_cwd, check_input, object_schema, prop
 
-__all__ = ["BashTool"]
+__all__ = ["BashTool", "bash_effects"]
+
+
+def bash_effects(tool_input: object) -> tuple[Effect, ...]:
+    """Bash's effect: it runs ``command``."""
+    given = input_object("Bash", tool_input)
+    if not isinstance(given, Mapping):
+        return (given,)
+    command = given.get("command")
+    return (RunsCommand(command if isinstance(command, str) else None),)
+
 
 # 2 minutes by default, 10 at most, 30,000 characters of output: Claude Code's Bash limits.
 DEFAULT_TIMEOUT_MS = 120_000
@@ -137,6 +148,10 @@ class BashTool:
             ),
             "input_schema": copy.deepcopy(_BASH_SCHEMA),
         }
+
+    def effects(self, tool_input: object) -> tuple[Effect, ...]:
+        """It runs ``command``."""
+        return bash_effects(tool_input)
 
     async def run(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
         """Run the command and return its output, exit status and any timeout."""

@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 from memdir.errors import StoreError
 from memdir.store import atomic_write
 from memdir.tools._base import FileStamp, ToolContext, ToolError, ToolOutput
+from memdir.tools._effects import Effect, ReadsPath, WritesPath, input_object, locate
 
 __all__ = [
     "EditTool",
@@ -30,9 +31,12 @@ __all__ = [
     "WriteTool",
     "absolute_cwd",
     "check_input",
+    "edit_effects",
     "object_schema",
     "prop",
+    "read_effects",
     "resolve_path",
+    "write_effects",
 ]
 
 # 2,000 lines / 2,000 characters a line: the window Claude Code's Read returns by default.
@@ -120,6 +124,35 @@ def absolute_cwd(cwd: str | os.PathLike[str]) -> str:
     return os.path.abspath(os.path.expanduser(os.fspath(cwd)))
 
 
+def read_effects(tool_input: object, cwd: str | os.PathLike[str] | None) -> tuple[Effect, ...]:
+    """Read's effect: it reads ``file_path``."""
+    given = input_object("Read", tool_input)
+    if not isinstance(given, Mapping):
+        return (given,)
+    return (ReadsPath(locate(given.get("file_path"), cwd)),)
+
+
+def _write_effects(
+    tool: str, text_key: str, tool_input: object, cwd: str | os.PathLike[str] | None
+) -> tuple[Effect, ...]:
+    given = input_object(tool, tool_input)
+    if not isinstance(given, Mapping):
+        return (given,)
+    text = given.get(text_key)
+    path = locate(given.get("file_path"), cwd)
+    return (WritesPath(path, text if isinstance(text, str) else None),)
+
+
+def write_effects(tool_input: object, cwd: str | os.PathLike[str] | None) -> tuple[Effect, ...]:
+    """Write's effect: it writes ``content`` at ``file_path``."""
+    return _write_effects("Write", "content", tool_input, cwd)
+
+
+def edit_effects(tool_input: object, cwd: str | os.PathLike[str] | None) -> tuple[Effect, ...]:
+    """Edit's effect: it writes ``new_string`` into the file at ``file_path``."""
+    return _write_effects("Edit", "new_string", tool_input, cwd)
+
+
 def _stamp(st: os.stat_result) -> FileStamp:
     return FileStamp(mtime_ns=st.st_mtime_ns, size=st.st_size)
 
@@ -175,6 +208,10 @@ class ReadTool:
             ),
             "input_schema": copy.deepcopy(_READ_SCHEMA),
         }
+
+    def effects(self, tool_input: object) -> tuple[Effect, ...]:
+        """It reads ``file_path``, taken against this tool's working directory."""
+        return read_effects(tool_input, self._cwd)
 
     async def run(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
         """Read the requested lines and remember the file's state in ``context``."""
@@ -302,6 +339,10 @@ class WriteTool:
             "input_schema": copy.deepcopy(_WRITE_SCHEMA),
         }
 
+    def effects(self, tool_input: object) -> tuple[Effect, ...]:
+        """It writes ``content`` at ``file_path``, taken against its working directory."""
+        return write_effects(tool_input, self._cwd)
+
     async def run(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
         """Write the file atomically and record its new state in ``context``."""
         args = check_input(self.name, _WRITE_SCHEMA, tool_input)
@@ -343,6 +384,10 @@ class EditTool:
             ),
             "input_schema": copy.deepcopy(_EDIT_SCHEMA),
         }
+
+    def effects(self, tool_input: object) -> tuple[Effect, ...]:
+        """It writes ``new_string`` into ``file_path``, taken against its working directory."""
+        return edit_effects(tool_input, self._cwd)
 
     async def run(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
         """Apply the replacement atomically and record the file's new state in ``context``."""

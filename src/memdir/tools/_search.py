@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from memdir.errors import UsageError
 from memdir.tools._base import ToolContext, ToolError, ToolOutput
+from memdir.tools._effects import Effect, ReadsPath, input_object, locate
 from memdir.tools._files import absolute_cwd, check_input, object_schema, prop, resolve_path
 from memdir.tools._grep import (
     Query,
@@ -32,7 +33,7 @@ from memdir.tools._grep import (
     walk,
 )
 
-__all__ = ["FILE_TYPES", "GlobTool", "GrepTool"]
+__all__ = ["FILE_TYPES", "GlobTool", "GrepTool", "search_effects"]
 
 FILE_TYPES: dict[str, tuple[str, ...]] = {
     "md": ("*.md", "*.markdown", "*.mdx", "*.mdown", "*.mdwn", "*.mkd", "*.mkdn"),
@@ -108,6 +109,16 @@ _GREP_SCHEMA = object_schema(
 )
 
 
+def search_effects(
+    tool: str, tool_input: object, cwd: str | os.PathLike[str] | None
+) -> tuple[Effect, ...]:
+    """Grep's and Glob's effect: they read below ``path`` (default: the working directory)."""
+    given = input_object(tool, tool_input)
+    if not isinstance(given, Mapping):
+        return (given,)
+    return (ReadsPath(locate(given.get("path", "."), cwd)),)
+
+
 class GrepTool:
     """``Grep``: search file contents with a regular expression.
 
@@ -148,6 +159,10 @@ class GrepTool:
             ),
             "input_schema": copy.deepcopy(_GREP_SCHEMA),
         }
+
+    def effects(self, tool_input: object) -> tuple[Effect, ...]:
+        """It reads below ``path``, taken against this tool's working directory."""
+        return search_effects(self.name, tool_input, self._cwd)
 
     async def run(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
         """Run the search and return its formatted output."""
@@ -231,6 +246,10 @@ class GlobTool:
             ),
             "input_schema": copy.deepcopy(_GLOB_SCHEMA),
         }
+
+    def effects(self, tool_input: object) -> tuple[Effect, ...]:
+        """It reads below ``path``, taken against this tool's working directory."""
+        return search_effects(self.name, tool_input, self._cwd)
 
     async def run(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
         """List the matching files."""
