@@ -7,15 +7,19 @@ process so that the server's work never competes with the host. The agent, its c
 memdir are made first, as a user makes them; then a ticker task measures the longest time
 the loop went without running it, from the turn's start until its memory run is drained.
 The figure to watch is the difference between the two columns: memdir builds its own
-client in a worker thread, reads ``MEMORY.md`` there, and never imports a provider's
-package the agent does not use, so it adds nothing heavy to the host's loop.
+client in a worker thread on an SSL context made ahead of time, reads ``MEMORY.md`` there,
+and never imports a provider's package the agent does not use, so it adds nothing heavy
+to the host's loop.
 
     python bench/first_turn_loop.py [--repeat 5] [--frameworks openai-agents,langchain]
 
-On a 2-core machine (``--repeat 3``), worst stall without / with memdir: OpenAI Agents
-17.7 / 21.3 ms, pydantic-ai 9.2 / 7.5 ms, LangChain 10.9 / 11.5 ms. With the checks that
-imported ``anthropic`` (1.4 s cold) on the loop to learn that a model was not Anthropic's,
-memdir added 832 ms to pydantic-ai's first turn and 857 ms to LangChain's.
+On a 2-core machine (``--repeat 5``), worst stall without / with memdir: OpenAI Agents
+18.3 / 17.6 ms, pydantic-ai 7.2 / 7.1 ms, LangChain 11.1 / 10.6 ms. The same run on the
+code before the host core: +0.4 ms for OpenAI Agents (its fork shared the host's pool),
++788 ms for pydantic-ai and +901 ms for LangChain (an ``anthropic`` import, 1.4 s cold, on
+the loop to learn that the model was not Anthropic's). A client of memdir's own built in
+a thread with an SSL context of its own still stalled the loop 5-13 ms (loading the CA
+bundle holds the GIL): the context is made once per process, ahead of the first turn.
 """
 
 from __future__ import annotations

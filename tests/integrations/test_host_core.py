@@ -44,7 +44,9 @@ def test_an_openai_clients_settings_are_read_and_rebuilt() -> None:
                 assert own.organization == "org-acme"
                 assert own.project == "proj_x"
                 assert own.max_retries == 0  # memdir retries on its own
-                assert ClientSettings.of(own) == settings
+                again = ClientSettings.of(own)
+                assert again is not None
+                assert again.default_headers == settings.default_headers
             finally:
                 await own.close()
 
@@ -134,6 +136,7 @@ def test_the_host_model_and_the_scanner_are_built_off_the_callers_thread(
     built_on: list[str] = []
     scanned_on: list[str] = []
     scanned = threading.Event()
+    monkeypatch.setattr(_core, "warm_ssl_contexts", lambda: scanned_on.append("ssl"))
     real_new_client = ClientSettings.new_client
 
     def new_client(self: ClientSettings) -> object:
@@ -158,5 +161,26 @@ def test_the_host_model_and_the_scanner_are_built_off_the_callers_thread(
     here = threading.current_thread().name
     assert built_on
     assert here not in built_on
-    assert scanned_on == ["memdir-warm-up"]
+    assert scanned_on == ["ssl", "memdir-warm-up"]
     assert _host.default_backend is not None
+
+
+def test_memdirs_clients_share_one_ssl_context_made_ahead_of_time() -> None:
+    """Loading the CA bundle takes 10-20 ms, much of it holding the GIL: memdir makes the
+    SSL context once per process (ahead of the first turn), and each client of its own
+    sends on it."""
+    from memdir.integrations._host._client import sdk_ssl_context
+
+    settings = ClientSettings(provider="openai", api_key="k", base_url="http://127.0.0.1:9/v1")
+
+    async def main() -> None:
+        first, second = settings.new_client(), settings.new_client()
+        try:
+            for client in (first, second):
+                pool = client._client._transport._pool
+                assert pool._ssl_context is sdk_ssl_context("openai")
+        finally:
+            await first.close()
+            await second.close()
+
+    asyncio.run(main())

@@ -15,7 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import functools
 import importlib
+import ssl
+import sys
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -98,6 +102,13 @@ class ClientSettings:
             kwargs["timeout"] = self.timeout
         if self.http_client is not None:
             kwargs["http_client"] = _copy_http_client(self.http_client)
+        else:
+            sdk = importlib.import_module(self.provider)
+            # The SDK's own kind of pool, on an SSL context made once per process: a
+            # context of its own would load the CA bundle again, holding the GIL.
+            kwargs["http_client"] = sdk.DefaultAsyncHttpxClient(
+                verify=sdk_ssl_context(self.provider)
+            )
         if self.provider == "openai":
             from openai import AsyncOpenAI
 
@@ -105,6 +116,36 @@ class ClientSettings:
         from anthropic import AsyncAnthropic
 
         return AsyncAnthropic(auth_token=self.auth_token, **kwargs)
+
+
+@functools.cache
+def sdk_ssl_context(provider: Provider) -> ssl.SSLContext:
+    """The SSL context the SDK's HTTP library would make for a client (its CA bundle, its
+    environment), made once per process: loading the bundle takes 10-20 ms, much of it
+    holding the GIL, so a host's loop stalls even when a thread does it. Blocking: call
+    it ahead of time, off the loop (:func:`warm_ssl_contexts`)."""
+    sdk = importlib.import_module(provider)
+    library = _library_of(sdk.DefaultAsyncHttpxClient)
+    context: ssl.SSLContext = library.create_ssl_context()
+    return context
+
+
+def warm_ssl_contexts() -> None:
+    """Make :func:`sdk_ssl_context` for each SDK this process has imported already (and
+    import none): for a worker thread started before the host's first turn."""
+    for provider in ("openai", "anthropic"):
+        if provider in sys.modules:
+            with contextlib.suppress(Exception):
+                sdk_ssl_context(provider)
+
+
+def _library_of(klass: type) -> Any:
+    """The ``httpx``-like library whose ``AsyncClient`` ``klass`` is or derives from
+    (SDKs take ``httpx`` and, lately, ``httpx2``)."""
+    base = next(
+        (k for k in klass.__mro__ if k.__name__ == "AsyncClient" and hasattr(k, "send")), klass
+    )
+    return importlib.import_module(base.__module__.partition(".")[0])
 
 
 def _text(value: object) -> str | None:
@@ -130,13 +171,7 @@ def _copy_http_client(old: Any) -> Any:
     headers, auth, timeout, redirects and the user's own event hooks (memdir's recorders
     left out) — and lives on when ``old`` is closed: a closed client refuses requests,
     while the transport it closed opens new connections when asked."""
-    # The same library as ``old`` (SDKs accept ``httpx`` and, lately, ``httpx2``), whose
-    # ``AsyncClient`` it is or derives from (an SDK's default client class).
-    base = next(
-        (k for k in type(old).__mro__ if k.__name__ == "AsyncClient" and hasattr(k, "send")),
-        type(old),
-    )
-    library = importlib.import_module(base.__module__.partition(".")[0])
+    library = _library_of(type(old))  # the same library as ``old``
 
     hooks = {
         event: [h for h in handlers if not getattr(h, "__module__", "").startswith("memdir.")]

@@ -16,7 +16,12 @@ from memdir.extract import ExtractConfig, MemoryExtractor, Notify, TurnContext
 from memdir.extract import MemoryBackend as Backend
 from memdir.fork import CacheSafeParams
 from memdir.integrations._host._backend import default_backend
-from memdir.integrations._host._client import Endpoint, HostModel, HostModels
+from memdir.integrations._host._client import (
+    Endpoint,
+    HostModel,
+    HostModels,
+    warm_ssl_contexts,
+)
 from memdir.integrations._host._requests import SentRequest, fork_params
 from memdir.messages import AnyMessage
 from memdir.models import Model, resolve_model
@@ -340,15 +345,19 @@ _warmed = threading.Event()
 
 
 def _warm_up() -> None:
-    """Compile the credential scanner's expressions in a worker thread, once per process:
-    the first memory write scans its text, and compiling them there would stall the
-    host's loop (the memory runs are tasks on it)."""
+    """Once per process, in a worker thread, ahead of the host's first turn: the SSL
+    context memdir's clients share, and the credential scanner's expressions (the first
+    memory write scans its text). Made later, on the host's loop or beside it, either
+    would stall the loop (the memory runs are tasks on it)."""
     if _warmed.is_set():
         return
     _warmed.set()
-    threading.Thread(
-        target=contains_secret, args=("memdir warm-up",), name="memdir-warm-up", daemon=True
-    ).start()
+    threading.Thread(target=_warm, name="memdir-warm-up", daemon=True).start()
+
+
+def _warm() -> None:
+    warm_ssl_contexts()
+    contains_secret("memdir warm-up")
 
 
 def _hidden_part(md: MemoryDir, path: str, cwd: str) -> bool:
