@@ -98,6 +98,8 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the e
 
 from memdir.extract import ExtractConfig, MemoryExtractor, Notify
 from memdir.integrations._host import (
+    MEMORY_FUNCTION_DESCRIPTION,
+    MEMORY_FUNCTION_SCHEMA,
     Backend,
     ClientSettings,
     Endpoint,
@@ -393,34 +395,6 @@ def messages_to_langchain(messages: Sequence[Message]) -> list[BaseMessage]:
 
 # --- the memory tool --------------------------------------------------------------------------
 
-_MEMORY_DESCRIPTION = (
-    "Your long-term memory: files under /memories that outlive this conversation. "
-    "Commands: view (a file's lines, or a folder's listing; optional view_range), "
-    "create (path, file_text), str_replace (path, old_str, new_str), insert (path, "
-    "insert_line, insert_text), delete (path), rename (old_path, new_path). "
-    "/memories/MEMORY.md is the index: one line per memory file."
-)
-# For models other than Claude, which knows the tool by its type and brings its own schema.
-_MEMORY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "command": {
-            "type": "string",
-            "enum": ["view", "create", "str_replace", "insert", "delete", "rename"],
-        },
-        "path": {"type": "string", "description": "A path under /memories."},
-        "view_range": {"type": "array", "items": {"type": "integer"}},
-        "file_text": {"type": "string"},
-        "old_str": {"type": "string"},
-        "new_str": {"type": "string"},
-        "insert_line": {"type": "integer"},
-        "insert_text": {"type": "string"},
-        "old_path": {"type": "string"},
-        "new_path": {"type": "string"},
-    },
-    "required": ["command"],
-}
-
 
 def langchain_memory_tool(
     memory_dir: MemoryDir | str | os.PathLike[str],
@@ -457,8 +431,8 @@ def langchain_memory_tool(
 
     return StructuredTool(
         name=tool.name,
-        description=_MEMORY_DESCRIPTION,
-        args_schema=_MEMORY_SCHEMA,
+        description=MEMORY_FUNCTION_DESCRIPTION,
+        args_schema=MEMORY_FUNCTION_SCHEMA,
         func=run,
         coroutine=arun,
         handle_tool_error=True,

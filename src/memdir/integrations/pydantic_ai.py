@@ -97,6 +97,8 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subproce
 
 from memdir.extract import ExtractConfig, MemoryExtractor, Notify
 from memdir.integrations._host import (
+    MEMORY_FUNCTION_DESCRIPTION,
+    MEMORY_FUNCTION_SCHEMA,
     Backend,
     ClientSettings,
     Endpoint,
@@ -528,36 +530,6 @@ def _outside_runs(core: HostCore, turn: Callable[[], HostTurn | None]) -> None:
 # ---------------------------------------------------------------------------------------
 # The memory tool
 
-_MEMORY_DESCRIPTION = (
-    "Your long-term memory: Markdown files under /memories that outlast this conversation. "
-    "view a file or a directory, create a file, str_replace or insert text in one, delete "
-    "or rename one. Look in /memories/MEMORY.md, the index, before relying on what you "
-    "remember; keep one line per memory there."
-)
-_MEMORY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "command": {
-            "type": "string",
-            "enum": ["view", "create", "str_replace", "insert", "delete", "rename"],
-        },
-        "path": {"type": "string", "description": "A path under /memories."},
-        "view_range": {
-            "type": "array",
-            "items": {"type": "integer"},
-            "description": "view: the first and last line to show (-1: to the end).",
-        },
-        "file_text": {"type": "string", "description": "create: the file's whole text."},
-        "old_str": {"type": "string", "description": "str_replace: the text to replace, once."},
-        "new_str": {"type": "string", "description": "str_replace: what replaces it."},
-        "insert_line": {"type": "integer", "description": "insert: the line to insert after."},
-        "insert_text": {"type": "string", "description": "insert: the text to insert."},
-        "old_path": {"type": "string", "description": "rename: the file's path now."},
-        "new_path": {"type": "string", "description": "rename: its new path."},
-    },
-    "required": ["command"],
-}
-
 
 def _is_pydantic_anthropic(model: Any) -> bool:
     if "pydantic_ai.models.anthropic" not in sys.modules:
@@ -703,8 +675,8 @@ class MemdirCapability(AbstractCapability[Any]):
         tool = Tool.from_schema(
             self._memory_command,
             name="memory",
-            description=_MEMORY_DESCRIPTION,
-            json_schema=_MEMORY_SCHEMA,
+            description=MEMORY_FUNCTION_DESCRIPTION,
+            json_schema=MEMORY_FUNCTION_SCHEMA,
             takes_ctx=True,
             sequential=True,  # one change to a file at a time, in the model's order
         )

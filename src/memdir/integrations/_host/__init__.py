@@ -48,6 +48,8 @@ mechanism. It hands each finished turn to a :class:`HostCore`, which owns the re
   :mod:`memdir.integrations._wire`): the request as sent, and the fork built from it.
 - :class:`Sessions`: an adapter's per-conversation state, the least recently used let go.
 - :class:`GrowingReader`: a conversation read as it grows, each framework item once.
+- :data:`MEMORY_FUNCTION_DESCRIPTION` / :data:`MEMORY_FUNCTION_SCHEMA`: the memory tool
+  as a function tool, for models that do not know Anthropic's own.
 
 Nothing here imports a framework.
 """
@@ -64,8 +66,11 @@ from memdir.integrations._host._requests import (
     fork_params,
     has_cache_breakpoint,
 )
+from memdir.integrations._host._tools import MEMORY_FUNCTION_DESCRIPTION, MEMORY_FUNCTION_SCHEMA
 
 __all__ = [
+    "MEMORY_FUNCTION_DESCRIPTION",
+    "MEMORY_FUNCTION_SCHEMA",
     "Backend",
     "ClientSettings",
     "Endpoint",
