@@ -184,3 +184,15 @@ def test_memdirs_clients_share_one_ssl_context_made_ahead_of_time() -> None:
             await second.close()
 
     asyncio.run(main())
+
+
+def test_memory_that_cannot_be_read_is_not_shown_and_fails_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unreadable(*args: object, **kwargs: object) -> str:
+        raise PermissionError("MEMORY.md")
+
+    monkeypatch.setattr(_core, "memory_reminder", unreadable)
+    core = HostCore(tmp_path / "memory", "offline")
+    assert core.load_memory("c1") is None
+    assert asyncio.run(core.aload_memory("c1")) is None

@@ -802,9 +802,11 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         )
 
 
-def _shown(request: ModelRequest[Any], loaded: LoadedMemory) -> ModelRequest[Any]:
+def _shown(request: ModelRequest[Any], loaded: LoadedMemory | None) -> ModelRequest[Any]:
     """``request`` with memdir's memory instructions and the thread's index after the
     agent's own system text (the same for every request of the thread)."""
+    if loaded is None:
+        return request  # memory that cannot be read is not shown; the request goes on
     extra = f"{loaded.instructions}\n\n{loaded.index}"
     system = request.system_message
     content: str | list[str | dict[str, Any]]

@@ -848,10 +848,10 @@ class _Memory:
         if self.load_memory:
             if not conversation.shown:
                 loaded = await self.core.aload_memory(self.session_id)
-                conversation.shown = _shown_items(loaded)
+                conversation.shown = _shown_items(loaded) if loaded is not None else ()
             shown = conversation.shown
             # The list is the one the runner sends: memory goes first, once.
-            if [_plain_or_none(i) for i in items[: len(shown)]] != list(shown):
+            if shown and [_plain_or_none(i) for i in items[: len(shown)]] != list(shown):
                 items[0:0] = [dict(i) for i in shown]
         own = _without_shown(items, conversation.shown)
         run = self._state(context)

@@ -654,7 +654,7 @@ class MemdirCapability(AbstractCapability[Any]):
 
     async def _memory_instructions(self, ctx: RunContext[Any]) -> str:
         loaded = await self._core.aload_memory(ctx.conversation_id)
-        return f"{loaded.instructions}\n\n{loaded.index}"
+        return f"{loaded.instructions}\n\n{loaded.index}" if loaded is not None else ""
 
     def get_model_settings(self) -> AgentModelSettings[Any] | None:
         """Prompt caching on, per request, where the agent's settings leave it unset."""

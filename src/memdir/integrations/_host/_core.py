@@ -81,19 +81,22 @@ class Sessions(Generic[S]):
         self._factory = factory
         self._limit = max(1, limit)
         self._items: OrderedDict[str | None, S] = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, conversation: str | None) -> S:
-        """The state of ``conversation``, made on first use."""
-        state = self._items.get(conversation)
-        if state is None:
-            state = self._items[conversation] = self._factory()
-        self._items.move_to_end(conversation)
-        while len(self._items) > self._limit:
-            self._items.popitem(last=False)
-        return state
+        """The state of ``conversation``, made on first use (thread-safe)."""
+        with self._lock:
+            state = self._items.get(conversation)
+            if state is None:
+                state = self._items[conversation] = self._factory()
+            self._items.move_to_end(conversation)
+            while len(self._items) > self._limit:
+                self._items.popitem(last=False)
+            return state
 
     def peek(self, conversation: str | None) -> S | None:
-        return self._items.get(conversation)
+        with self._lock:
+            return self._items.get(conversation)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -147,6 +150,8 @@ class HostCore:
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loaded: OrderedDict[str | None, LoadedMemory] = OrderedDict()
+        self._lock = threading.Lock()
+        """Guards the per-conversation maps: sync hosts report from several threads."""
         self._max_conversations = max(1, max_conversations)
         _warm_up()
 
@@ -171,7 +176,8 @@ class HostCore:
     def _standalone_model(self, turn: TurnContext) -> Model:
         if self.model is not None:
             return self.model
-        known = self._standalone.get(turn.session_id)
+        with self._lock:
+            known = self._standalone.get(turn.session_id)
         if known is not None:
             return known
         if self._fallback_model is None:
@@ -211,10 +217,11 @@ class HostCore:
         fallback = turn.fallback
         host = self.host_model(turn.endpoint) if turn.endpoint is not None else None
         if host is not None:
-            self._standalone[turn.conversation] = host
-            self._standalone.move_to_end(turn.conversation)
-            while len(self._standalone) > self._max_conversations:
-                self._standalone.popitem(last=False)
+            with self._lock:
+                self._standalone[turn.conversation] = host
+                self._standalone.move_to_end(turn.conversation)
+                while len(self._standalone) > self._max_conversations:
+                    self._standalone.popitem(last=False)
         if turn.request is not None and host is not None:
             params, fallback = fork_params(host, turn.request)
         elif turn.request is not None and host is None:
@@ -241,31 +248,39 @@ class HostCore:
 
     # --- memory loaded back ---------------------------------------------------------------------
 
-    def load_memory(self, conversation: str | None) -> LoadedMemory:
+    def load_memory(self, conversation: str | None) -> LoadedMemory | None:
         """What ``conversation`` is shown of memory: read once, when it first asks, then
         the same for all its requests (blocking: reads ``MEMORY.md``; see
-        :meth:`aload_memory`)."""
-        loaded = self._loaded.get(conversation)
+        :meth:`aload_memory`). None when it cannot be read: the host's request goes on
+        without it (logged), never fails for it."""
+        with self._lock:
+            loaded = self._loaded.get(conversation)
         if loaded is None:
             config = self.config
-            loaded = LoadedMemory(
-                instructions=memory_prompt(
-                    self.memory_dir,
-                    team=config.team,
-                    skip_index=config.skip_index,
-                    format=config.memory_format,
-                ),
-                index=memory_reminder(self.memory_dir, team=config.team),
-            )
-            self._loaded[conversation] = loaded
-        self._loaded.move_to_end(conversation)
-        while len(self._loaded) > self._max_conversations:
-            self._loaded.popitem(last=False)
+            try:
+                loaded = LoadedMemory(
+                    instructions=memory_prompt(
+                        self.memory_dir,
+                        team=config.team,
+                        skip_index=config.skip_index,
+                        format=config.memory_format,
+                    ),
+                    index=memory_reminder(self.memory_dir, team=config.team),
+                )
+            except Exception as exc:
+                _log.warning("memdir: memory not shown: %s: %s", type(exc).__name__, exc)
+                return None
+        with self._lock:
+            loaded = self._loaded.setdefault(conversation, loaded)
+            self._loaded.move_to_end(conversation)
+            while len(self._loaded) > self._max_conversations:
+                self._loaded.popitem(last=False)
         return loaded
 
-    async def aload_memory(self, conversation: str | None) -> LoadedMemory:
+    async def aload_memory(self, conversation: str | None) -> LoadedMemory | None:
         """:meth:`load_memory` with the first read in a worker thread."""
-        loaded = self._loaded.get(conversation)
+        with self._lock:
+            loaded = self._loaded.get(conversation)
         if loaded is not None:
             return loaded
         return await asyncio.to_thread(self.load_memory, conversation)
