@@ -731,11 +731,14 @@ class MemdirCapability(AbstractCapability[Any]):
         run = self._runs.get(ctx.run_id or "")
         if run is None:
             return await handler(request_context)
-        found = _client_of(request_context.model)
-        if found is not None:
-            add_pool_hook(found[0], "request", _record_request)
-            # memdir's own client for this endpoint is built in a thread, now.
-            self._core.host_model(found[1])
+        try:
+            found = _client_of(request_context.model)
+            if found is not None:
+                add_pool_hook(found[0], "request", _record_request)
+                # memdir's own client for this endpoint is built in a thread, now.
+                self._core.host_model(found[1])
+        except Exception as exc:  # never into the host's request
+            _log.debug("memdir: the model's requests are not watched: %s", exc)
         before = run.sent_count
         run.requesting += 1
         try:
