@@ -42,6 +42,7 @@ from pathlib import Path
 from memdir.cost import provider_of
 from memdir.errors import error_fields
 from memdir.extract._coordinator import Decision, InMemory, Outcome, admitted, decide
+from memdir.extract._loop import BackgroundLoop
 from memdir.extract._run import Runner, RunOutcome
 from memdir.extract._types import (
     ExtractConfig,
@@ -119,10 +120,10 @@ class MemoryExtractor:
         self._stash: PendingTurn | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._futures: set[concurrent.futures.Future[None]] = set()
-        self._thread_loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._models_used: list[Model] = []
-        """The hosts' models the runs have called (for :meth:`close` to release)."""
+        self._background = BackgroundLoop()
+        """Where runs go when the host reports from sync code."""
+        self._background_shared = False
+        """Whether that loop is a backend's, for all its conversations (it stops it)."""
         self._position_store = position_store
         self._host_memory = host_memory
         self._restored = position_store is None
@@ -185,13 +186,13 @@ class MemoryExtractor:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
                 loop = None
-            if loop is not None and loop is not self._thread_loop:
+            if loop is not None and loop is not self._background.loop:
                 task = loop.create_task(self._execute(pending))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
             else:
                 future = asyncio.run_coroutine_threadsafe(
-                    self._execute(pending), self._background_loop()
+                    self._execute(pending), self._background.start()
                 )
                 with self._lock:
                     self._futures.add(future)
@@ -212,17 +213,11 @@ class MemoryExtractor:
         with self._lock:
             self._futures.discard(future)
 
-    def _background_loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._thread_loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="memdir-extractor", daemon=True
-                )
-                thread.start()
-                self._thread_loop = loop
-                self._thread = thread
-            return self._thread_loop
+    def _share_background(self, background: BackgroundLoop) -> None:
+        """Run sync hosts' turns on ``background``, which its owner stops (before the
+        first turn)."""
+        self._background = background
+        self._background_shared = True
 
     @property
     def in_flight(self) -> int:
@@ -263,44 +258,13 @@ class MemoryExtractor:
         """Stop the background thread (after :meth:`drain_sync`, if runs should finish).
 
         Runs still in flight there are abandoned. Safe to call more than once; a later
-        sync :meth:`on_turn_end` starts a new thread.
+        sync :meth:`on_turn_end` starts a new thread. A thread shared with the other
+        conversations of a backend is the backend's to stop.
         """
         with self._lock:
-            loop, self._thread_loop = self._thread_loop, None
-            thread, self._thread = self._thread, None
             self._futures.clear()  # what the stopped loop held will never finish
-        if loop is None or thread is None:
-            return
-        if thread.is_alive() and thread is not threading.current_thread():
-            # Connections opened on that loop die with it: close them while it still runs.
-            release = asyncio.run_coroutine_threadsafe(self._release_models(), loop)
-            with contextlib.suppress(Exception):
-                release.result(timeout)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout)
-        if not thread.is_alive():
-            loop.close()
-
-    async def _release_models(self) -> None:
-        """Stop the runs still on this loop, then let each model close what it holds here.
-
-        The runs go first: one still going could open a connection after its model
-        was released, and nothing could close that one once the loop has stopped.
-        """
-        current = asyncio.current_task()
-        runs = [task for task in asyncio.all_tasks() if task is not current]
-        for task in runs:
-            task.cancel()
-        if runs:
-            await asyncio.wait(runs)
-        with self._lock:
-            models = {id(model): model for model in (self.model, *self._models_used)}
-            self._models_used.clear()
-        for model in models.values():
-            aclose = getattr(model, "aclose", None)
-            if aclose is not None:
-                with contextlib.suppress(Exception):
-                    await aclose()
+        if not self._background_shared:
+            self._background.stop([self.model], timeout)
 
     # --- one turn ---------------------------------------------------------------------------
 
@@ -596,13 +560,12 @@ class MemoryExtractor:
         return memories
 
     def _note_host_model(self, model: Model) -> None:
-        """Remember a host's model used from the background thread, for :meth:`close`."""
-        with self._lock:
-            # Only the background thread's loop is stopped by close(); a host's own loop
-            # keeps its connections, and its models are the host's to close.
-            on_thread = asyncio.get_running_loop() is self._thread_loop
-            if on_thread and all(m is not model for m in self._models_used):
-                self._models_used.append(model)
+        """Remember a host's model used from the background thread, for :meth:`close`.
+
+        Only the background thread's loop is stopped by close(); a host's own loop keeps
+        its connections, and its models are the host's to close.
+        """
+        self._background.note_model(model)
 
 
 def stamped_since(memory: MemoryDir, session: str, since: float) -> bool:
