@@ -347,3 +347,24 @@ def test_a_sync_hosts_conversations_share_one_thread(tmp_path: Path) -> None:
     # Every conversation's own model let go of its connections on that thread: the ones
     # let go on the way, and the four still held at the close.
     assert sorted(released) == sorted(f"function:c{n}" for n in range(10))
+
+
+def test_messages_that_are_no_messages_still_raise_and_leave_nothing_held(
+    tmp_path: Path,
+) -> None:
+    backend = InProcessBackend(tmp_path / "memory", saver(tmp_path / "memory"), max_conversations=1)
+    no_message: Any = object()
+    with pytest.raises(TypeError):
+        backend.on_turn_end(TurnContext(messages=[no_message], session_id="bad"))
+    backend.on_turn_end(
+        TurnContext(messages=provider_turns(1), session_id="good", is_subagent=True)
+    )
+    assert backend.extractor("good") is None  # a subagent's turn makes nothing
+    backend.on_turn_end(TurnContext(messages=provider_turns(1), session_id="other"))
+    backend.drain_sync()
+    backend.on_turn_end(TurnContext(messages=provider_turns(1), session_id="last"))
+    backend.drain_sync()
+    # The failed report held "bad" for no longer than the call: it was let go in turn.
+    assert backend.extractor("bad") is None
+    assert backend.held_conversations == 1
+    backend.close()

@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from memdir.extract._coordinator import admitted
 from memdir.extract._extractor import MemoryExtractor
 from memdir.extract._loop import BackgroundLoop
 from memdir.extract._types import ExtractConfig, Notify, Position, TurnContext
-from memdir.messages._native import MessageTypeError
 from memdir.models import Model
 from memdir.state import SessionState, StateFile
 from memdir.store import MemoryDir
@@ -156,7 +156,7 @@ class InProcessBackend:
     def on_turn_end(self, turn: TurnContext, notify: Notify | None = None) -> None:
         """Report a finished turn of the conversation ``turn.session_id``; see
         :meth:`MemoryExtractor.on_turn_end` (the same promises)."""
-        if not self.config.enabled or turn.is_subagent:
+        if not admitted(turn, self.config):
             return
         key = turn.session_id or DEFAULT_CONVERSATION
         try:
@@ -165,13 +165,15 @@ class InProcessBackend:
             emit(self.sink, "extract.error", duration_ms=0, error_type=type(exc).__name__)
             return
         try:
+            # Raises only MessageTypeError: the host's own mistake, for it to fix.
             held.extractor.on_turn_end(turn, notify)
-        except MessageTypeError:
-            raise
         finally:
             with self._lock:
                 held.reporting -= 1
-        self._let_go_idle()
+        try:
+            self._let_go_idle()
+        except Exception as exc:
+            emit(self.sink, "extract.error", duration_ms=0, error_type=type(exc).__name__)
 
     def _hold(self, key: str, turn: TurnContext) -> _Conversation:
         with self._lock:
