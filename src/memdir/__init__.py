@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 from memdir.errors import MemdirError, ModelError, StoreError, TranscriptError, UsageError
 
 if _TYPE_CHECKING:
-    from memdir.extract import ExtractConfig, MemoryExtractor, MemorySaved, TurnContext
+    from memdir.extract import (
+        ExtractConfig,
+        InProcessBackend,
+        MemoryBackend,
+        MemoryExtractor,
+        MemorySaved,
+        TurnContext,
+    )
     from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
     from memdir.messages import (
         ContentBlock,
@@ -35,7 +42,15 @@ if _TYPE_CHECKING:
 # milliseconds) does not pay for the extractor, the models and YAML until they are used.
 _LAZY: dict[str, str] = {
     **dict.fromkeys(
-        ("ExtractConfig", "MemoryExtractor", "MemorySaved", "TurnContext"), "memdir.extract"
+        (
+            "ExtractConfig",
+            "InProcessBackend",
+            "MemoryBackend",
+            "MemoryExtractor",
+            "MemorySaved",
+            "TurnContext",
+        ),
+        "memdir.extract",
     ),
     **dict.fromkeys(("CacheSafeParams", "ForkResult", "run_forked_agent"), "memdir.fork"),
     **dict.fromkeys(
@@ -87,7 +102,9 @@ __all__ = [
     "ExtractConfig",
     "ForkResult",
     "ImageBlock",
+    "InProcessBackend",
     "MemdirError",
+    "MemoryBackend",
     "MemoryDir",
     "MemoryExtractor",
     "MemorySaved",

@@ -88,6 +88,10 @@ class SessionState:
     """Turns throttled since the last run, so ``--every N`` counts across processes."""
     updated: str | None = None
     """When this entry was last written (ISO-8601, UTC)."""
+    covered_at: float | None = None
+    """When the cursor last moved (seconds since the epoch): memory files changed after
+    it, stamped with this session, were not written by memdir's runs of it. None: not
+    recorded (an entry the command line wrote; its ``updated`` stands for it)."""
 
 
 def _decode(text: str | None) -> dict[str, Any]:
@@ -113,10 +117,16 @@ def _entry(raw: object) -> SessionState:
     cursor = raw.get("cursor")
     turns = raw.get("turns_since_run")
     updated = raw.get("updated")
+    covered = raw.get("covered_at")
     return SessionState(
         cursor=cursor if isinstance(cursor, str) else None,
         turns_since_run=turns if isinstance(turns, int) and turns >= 0 else 0,
         updated=updated if isinstance(updated, str) else None,
+        covered_at=(
+            float(covered)
+            if isinstance(covered, int | float) and not isinstance(covered, bool)
+            else None
+        ),
     )
 
 
@@ -148,17 +158,23 @@ class StateFile:
         """Record ``state`` for ``session_id``, keeping every other session's entry."""
         stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
         saved = SessionState(
-            cursor=state.cursor, turns_since_run=state.turns_since_run, updated=stamp
+            cursor=state.cursor,
+            turns_since_run=state.turns_since_run,
+            updated=stamp,
+            covered_at=state.covered_at,
         )
 
         def change(text: str | None) -> str:
             data = _decode(text)
             data["version"] = _VERSION
-            data["sessions"][session_id] = {
+            entry: dict[str, Any] = {
                 "cursor": saved.cursor,
                 "turns_since_run": saved.turns_since_run,
                 "updated": saved.updated,
             }
+            if saved.covered_at is not None:
+                entry["covered_at"] = saved.covered_at
+            data["sessions"][session_id] = entry
             return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
         update_file(self.path, change, timeout=60.0)

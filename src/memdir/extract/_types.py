@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from memdir.cost import Prices
 from memdir.extract._planner import Mode
@@ -13,7 +13,7 @@ from memdir.fork import CacheSafeParams
 from memdir.messages import AnyMessage, Message
 from memdir.store import MemoryFormat
 
-__all__ = ["ExtractConfig", "MemorySaved", "Notify", "TurnContext"]
+__all__ = ["ExtractConfig", "MemorySaved", "Notify", "Position", "PositionStore", "TurnContext"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,3 +145,34 @@ class PendingTurn:
     """Where its notice goes."""
     trailing: bool = False
     """Stashed during a run and run right after it (the throttle does not apply)."""
+    turns: int = 1
+    """How many of the host's turns it stands for (for the throttle)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Position:
+    """Where extraction of one conversation stands: what carries over between processes."""
+
+    cursor: str | None = None
+    """The uuid of the last message covered (by a run or by the host's own write)."""
+    turns_since_run: int = 0
+    """Turns throttled since the last run."""
+    covered_at: float | None = None
+    """When the cursor last moved, on the extractor's clock: memory files changed after
+    it were not changed by this conversation's runs."""
+
+
+class PositionStore(Protocol):
+    """Keeps one conversation's :class:`Position` where a later process finds it.
+
+    Both calls block (they touch a file or a database): the extractor makes them off
+    the event loop, one at a time, and never lets them raise into a run.
+    """
+
+    def load(self) -> Position:
+        """The saved position (a fresh one when nothing was saved)."""
+        ...
+
+    def save(self, position: Position) -> None:
+        """Record ``position``, replacing the one saved before."""
+        ...
