@@ -21,6 +21,7 @@ from memdir.extract._coordinator import (
 )
 from memdir.extract._types import Position
 from memdir.messages import Message, ToolUseBlock
+from memdir.store import MemoryDir
 from memdir.models import ModelRequest
 from memdir.testing import FunctionModel
 
@@ -37,6 +38,13 @@ def calling(name: str, **tool_input: Any) -> Message:
     return Message(role="assistant", content=(use,), uuid=f"call-{name}")
 
 
+_MEMORY = MemoryDir("/m")
+
+
+def under_m(path: object) -> bool:
+    return isinstance(path, str) and path.startswith("/m/")
+
+
 def nowhere(path: object) -> bool:
     return False
 
@@ -51,7 +59,7 @@ def decision(
     *,
     trailing: bool = False,
     every: int = 2,
-    in_memory: Any = nowhere,
+    in_memory: Any = under_m,
     turns: int = 1,
 ) -> Decision:
     return decide(
@@ -62,6 +70,7 @@ def decision(
         in_memory=in_memory,
         now=100.0,
         turns=turns,
+        memory_dir=_MEMORY,
     )
 
 
@@ -69,7 +78,10 @@ def decision(
 
 
 def test_a_direct_write_is_decided_before_the_throttle_and_leaves_its_count() -> None:
-    messages = [*conversation(1), calling("memory", command="create", path="/memories/x.md")]
+    messages = [
+        *conversation(1),
+        calling("memory", command="create", path="/memories/x.md", file_text="a"),
+    ]
     got = decision(Position(turns_since_run=0), messages)
     assert got.action == "skip_direct_write"
     assert got.position == Position(cursor="call-memory", turns_since_run=0, covered_at=100.0)
@@ -120,24 +132,60 @@ class WriteCase:
     wrote: bool
 
 
+def memory_call(command: str, **tool_input: Any) -> Message:
+    return calling("memory", command=command, **tool_input)
+
+
 WRITE_CASES = [
-    WriteCase("Write into memory", calling("Write", file_path="/m/x.md"), everywhere, True),
-    WriteCase("Edit into memory", calling("Edit", file_path="/m/x.md"), everywhere, True),
-    WriteCase("Write elsewhere", calling("Write", file_path="/src/x.py"), nowhere, False),
+    WriteCase("Write into memory", calling("Write", file_path="/m/x.md"), under_m, True),
+    WriteCase("Edit into memory", calling("Edit", file_path="/m/x.md"), under_m, True),
+    WriteCase("Write elsewhere", calling("Write", file_path="/src/x.py"), under_m, False),
     WriteCase("Read in memory", calling("Read", file_path="/m/x.md"), everywhere, False),
-    WriteCase("memory create", calling("memory", command="create"), nowhere, True),
-    WriteCase("memory str_replace", calling("memory", command="str_replace"), nowhere, True),
-    WriteCase("memory insert", calling("memory", command="insert"), nowhere, True),
-    WriteCase("memory delete", calling("memory", command="delete"), nowhere, True),
-    WriteCase("memory rename", calling("memory", command="rename"), nowhere, True),
-    WriteCase("memory view", calling("memory", command="view"), everywhere, False),
+    WriteCase(
+        "memory create",
+        memory_call("create", path="/memories/x.md", file_text="a"),
+        under_m,
+        True,
+    ),
+    WriteCase(
+        "memory str_replace",
+        memory_call("str_replace", path="/memories/x.md", old_str="a", new_str="b"),
+        under_m,
+        True,
+    ),
+    WriteCase(
+        "memory insert",
+        memory_call("insert", path="/memories/x.md", insert_line=0, insert_text="a"),
+        under_m,
+        True,
+    ),
+    WriteCase("memory delete", memory_call("delete", path="/memories/x.md"), under_m, True),
+    WriteCase(
+        "memory rename",
+        memory_call("rename", old_path="/memories/x.md", new_path="/memories/y.md"),
+        under_m,
+        True,
+    ),
+    WriteCase("memory view", memory_call("view", path="/memories"), everywhere, False),
     WriteCase("memory without command", calling("memory"), everywhere, False),
+    WriteCase(
+        "memory escaping its folder",
+        memory_call("create", path="/memories/../x.md", file_text="a"),
+        everywhere,
+        False,
+    ),
+    WriteCase(
+        "a tool of another name is not judged by its name",
+        calling("save_note", file_path="/m/x.md"),
+        everywhere,
+        False,
+    ),
 ]
 
 
 @pytest.mark.parametrize("case", WRITE_CASES, ids=[c.name for c in WRITE_CASES])
 def test_what_counts_as_the_hosts_own_save(case: WriteCase) -> None:
-    assert wrote_memory([case.message], case.in_memory) is case.wrote
+    assert wrote_memory([case.message], case.in_memory, memory_dir=_MEMORY) is case.wrote
 
 
 def test_a_users_message_never_counts() -> None:

@@ -24,6 +24,8 @@ from typing import Literal
 
 from memdir.extract._types import ExtractConfig, Position, TurnContext
 from memdir.messages import Message, model_visible
+from memdir.store import MemoryDir
+from memdir.tools import writes_into
 
 __all__ = [
     "Decision",
@@ -40,33 +42,29 @@ InMemory = Callable[[object], bool]
 """Whether a path the host's agent wrote to (a tool input's ``file_path``, any value)
 is inside its memory directory."""
 
-# The memory tool's commands that change memory (``view`` only reads).
-_MEMORY_TOOL_WRITES = frozenset({"create", "str_replace", "insert", "delete", "rename"})
-_WRITE_TOOLS = ("Write", "Edit")
-
 
 def admitted(turn: TurnContext, config: ExtractConfig) -> bool:
     """The gates: extraction is on, and this is the main agent's turn."""
     return config.enabled and not turn.is_subagent
 
 
-def wrote_memory(messages: Sequence[Message], in_memory: InMemory) -> bool:
-    """Whether the host's agent saved memory itself in ``messages``: a ``Write`` or
-    ``Edit`` into its memory directory, or a changing command of Anthropic's ``memory``
-    tool (which works only on the memory, so any change counts).
+def wrote_memory(
+    messages: Sequence[Message],
+    in_memory: InMemory,
+    *,
+    memory_dir: MemoryDir | None = None,
+    cwd: str | None = None,
+) -> bool:
+    """Whether the host's agent saved memory itself in ``messages``: one of its tool
+    calls writes a path that ``in_memory`` accepts.
 
-    The one place that tells a direct write; every backend asks it.
+    Calls are judged by their effects (:func:`memdir.tools.writes_into`), never by the
+    tool's name: a Write or Edit of a file, a changing command of Anthropic's ``memory``
+    tool (whose ``/memories`` is ``memory_dir``), whichever tool made it. Relative paths
+    are taken against ``cwd``; without it they reach ``in_memory`` as the host wrote
+    them. The one place that tells a direct write; every backend asks it.
     """
-    for message in messages:
-        if message.role != "assistant":
-            continue
-        for use in message.tool_uses:
-            if use.name in _WRITE_TOOLS and in_memory(use.input.get("file_path")):
-                return True
-            command = use.input.get("command")
-            if use.name == "memory" and isinstance(command, str) and command in _MEMORY_TOOL_WRITES:
-                return True
-    return False
+    return writes_into(messages, in_memory, cwd=cwd, memory_dir=memory_dir)
 
 
 def host_memory_paths(root: str | None, cwd: str | None) -> InMemory:
@@ -131,19 +129,23 @@ def decide(
     in_memory: InMemory,
     now: float,
     turns: int = 1,
+    memory_dir: MemoryDir | None = None,
+    cwd: str | None = None,
 ) -> Decision:
     """Decide a turn whose conversation is ``messages``, from ``position``.
 
     ``trailing``: the run stashed behind another (the throttle does not apply);
     ``every_n_turns``: the throttle's current value; ``in_memory``: how the host's paths
     are told to be in its memory directory; ``now``: the time a direct write is covered
-    at; ``turns``: how many turns the call stands for (a queue may bring several).
+    at; ``turns``: how many turns the call stands for (a queue may bring several);
+    ``memory_dir`` and ``cwd``: where the host's tool calls write (see
+    :func:`wrote_memory`).
     """
     start = start_after(messages, position.cursor)
     end = len(messages)
     new = messages[start:]
     count = len(model_visible(new))
-    if wrote_memory(new, in_memory):
+    if wrote_memory(new, in_memory, memory_dir=memory_dir, cwd=cwd):
         # The throttle counter is left alone: a direct write is no turn for it.
         cursor = messages[-1].uuid if messages else position.cursor
         return Decision(

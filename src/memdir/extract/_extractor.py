@@ -356,6 +356,9 @@ class MemoryExtractor:
                 in_memory=self._in_memory(pending.turn),
                 now=self._clock(),
                 turns=pending.turns,
+                memory_dir=self.memory_dir,
+                # A host on another machine wrote paths of its own: kept as it wrote them.
+                cwd=pending.turn.cwd if self._host_memory is None else None,
             )
             moved = decision.position
             self.cursor = moved.cursor
@@ -368,10 +371,19 @@ class MemoryExtractor:
         return decision
 
     def _in_memory(self, turn: TurnContext) -> InMemory:
-        if self._host_memory is not None:
-            return self._host_memory
         md, cwd = self.memory_dir, turn.cwd
-        return lambda path: md.is_memory_path(path, cwd=cwd)
+        host = self._host_memory
+        if host is None:
+            return lambda path: md.is_memory_path(path, cwd=cwd)
+
+        def inside(path: object) -> bool:
+            # The host's own paths, compared as text; the memory tool's, which name this
+            # memory directory itself, as paths here.
+            if host(path):
+                return True
+            return isinstance(path, str) and os.path.isabs(path) and md.is_memory_path(path)
+
+        return inside
 
     async def _carry_out(self, pending: PendingTurn, decision: Decision, started: float) -> Outcome:
         """The run a decision called for, unless a memory stamped with the session says
