@@ -21,8 +21,8 @@ from memdir.extract._coordinator import (
 )
 from memdir.extract._types import Position
 from memdir.messages import Message, ToolUseBlock
-from memdir.store import MemoryDir
 from memdir.models import ModelRequest
+from memdir.store import MemoryDir
 from memdir.testing import FunctionModel
 
 
