@@ -92,3 +92,15 @@ def test_a_lock_an_earlier_process_holds_is_left_alone(tmp_path: Path) -> None:
         holder.stdout.close()
     migrate_legacy_files(memory)
     assert not held.exists()
+
+
+def test_when_a_session_was_last_covered_is_kept(tmp_path: Path) -> None:
+    states = StateFile(tmp_path / "memory")
+    states.put("s1", SessionState(cursor="u1", turns_since_run=1, covered_at=1_700_000_000.5))
+    states.put("s2", SessionState(cursor="u2"))
+    assert states.get("s1").covered_at == 1_700_000_000.5
+    assert states.get("s1").turns_since_run == 1
+    # An entry without it (the command line's, an earlier version's) reads as unknown.
+    assert states.get("s2").covered_at is None
+    raw = json.loads(states.path.read_text())["sessions"]
+    assert "covered_at" not in raw["s2"]

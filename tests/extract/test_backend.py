@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -322,3 +323,48 @@ def test_on_turn_end_never_raises_when_the_model_cannot_be_picked(tmp_path: Path
     backend = InProcessBackend(tmp_path / "m", pick, sink=events.append)
     backend.on_turn_end(TurnContext(messages=provider_turns(1)))
     assert [e.name for e in events] == ["extract.error"]
+
+
+def test_a_sync_hosts_conversations_share_one_thread(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    released: list[str] = []
+
+    class Closing(FunctionModel):
+        async def aclose(self) -> None:
+            released.append(self.name)
+
+    def pick(turn: TurnContext) -> Model:
+        return Closing(lambda request: "Nothing to save.", name=f"function:{turn.session_id}")
+
+    backend = InProcessBackend(memory, pick, ExtractConfig(mode="standalone"), max_conversations=4)
+    for n in range(10):
+        backend.on_turn_end(TurnContext(messages=provider_turns(1), session_id=f"c{n}"))
+    backend.drain_sync()
+    threads = [t for t in threading.enumerate() if t.name == "memdir-extractor"]
+    assert len(threads) == 1
+    backend.close()
+    assert not threads[0].is_alive()
+    # Every conversation's own model let go of its connections on that thread: the ones
+    # let go on the way, and the four still held at the close.
+    assert sorted(released) == sorted(f"function:c{n}" for n in range(10))
+
+
+def test_messages_that_are_no_messages_still_raise_and_leave_nothing_held(
+    tmp_path: Path,
+) -> None:
+    backend = InProcessBackend(tmp_path / "memory", saver(tmp_path / "memory"), max_conversations=1)
+    no_message: Any = object()
+    with pytest.raises(TypeError):
+        backend.on_turn_end(TurnContext(messages=[no_message], session_id="bad"))
+    backend.on_turn_end(
+        TurnContext(messages=provider_turns(1), session_id="good", is_subagent=True)
+    )
+    assert backend.extractor("good") is None  # a subagent's turn makes nothing
+    backend.on_turn_end(TurnContext(messages=provider_turns(1), session_id="other"))
+    backend.drain_sync()
+    backend.on_turn_end(TurnContext(messages=provider_turns(1), session_id="last"))
+    backend.drain_sync()
+    # The failed report held "bad" for no longer than the call: it was let go in turn.
+    assert backend.extractor("bad") is None
+    assert backend.held_conversations == 1
+    backend.close()

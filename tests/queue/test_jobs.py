@@ -450,3 +450,26 @@ def test_a_turn_the_host_saved_itself_leaves_the_throttle_where_it_was(pg_dsn, t
         asyncio.run(worker.extract("dir-t"))
     host.close()
     assert [e.name for e in queued.events if e.name in expected] == expected
+
+
+def test_a_run_past_its_time_fails_and_keeps_the_turn(pg_dsn):
+    host = QueueExtractor(pg_dsn, "dir-slow")
+    host.on_turn_end(TurnContext(messages=conversation("s1", 1), session_id="s1"))
+    host.close()
+
+    async def hung(request: ModelRequest) -> str:
+        await asyncio.Event().wait()  # never answers
+        return "unreachable"
+
+    model = FunctionModel(hung, name="function:hung")
+    worker = QueueWorker(
+        WorkerSettings(
+            dsn=pg_dsn, models=lambda _n: model, config=CONFIG, sweep_cron=None, run_timeout=0.2
+        )
+    )
+    run = asyncio.run(worker.extract("dir-slow"))
+    [outcome] = run.sessions
+    assert (outcome.outcome, outcome.error) == ("failed", "the run did not finish in time")
+    with psycopg.connect(pg_dsn) as conn:
+        assert one(conn, "SELECT attempts FROM memdir_pending") == (1,)
+        assert one(conn, "SELECT cursor_uuid FROM memdir_sessions") == (None,)

@@ -148,8 +148,7 @@ async def extract_transcript(
         every_n_turns=1 if batch else every, team=team, mode=mode, memory_format=memory_format()
     )
     extractor = MemoryExtractor(memory, model, config, sink=fan_out(collected, sink))
-    covered_at = saved.covered_at if saved.covered_at is not None else _epoch(saved.updated)
-    extractor.restore(saved.cursor, saved.turns_since_run, covered_at=covered_at)
+    extractor.restore(saved.cursor, saved.turns_since_run, covered_at=_epoch(saved.updated))
 
     def notice(event: MemorySaved) -> None:
         report.saved_paths.extend(str(p) for p in event.paths)

@@ -7,10 +7,18 @@ the one that runs here, one extractor per conversation, positions kept beside th
 """
 
 from memdir.extract._backend import InProcessBackend, MemoryBackend
+from memdir.extract._coordinator import Outcome
 from memdir.extract._extractor import MemoryExtractor
 from memdir.extract._prompts import build_extract_auto_only_prompt, build_extract_combined_prompt
 from memdir.extract._standalone import STANDALONE_SYSTEM_PROMPT
-from memdir.extract._types import ExtractConfig, MemorySaved, Notify, TurnContext
+from memdir.extract._types import (
+    ExtractConfig,
+    MemorySaved,
+    Notify,
+    Position,
+    PositionStore,
+    TurnContext,
+)
 
 __all__ = [
     "STANDALONE_SYSTEM_PROMPT",
@@ -20,6 +28,9 @@ __all__ = [
     "MemoryExtractor",
     "MemorySaved",
     "Notify",
+    "Outcome",
+    "Position",
+    "PositionStore",
     "TurnContext",
     "build_extract_auto_only_prompt",
     "build_extract_combined_prompt",

@@ -22,9 +22,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from memdir.extract._coordinator import admitted
 from memdir.extract._extractor import MemoryExtractor
+from memdir.extract._loop import BackgroundLoop
 from memdir.extract._types import ExtractConfig, Notify, Position, TurnContext
-from memdir.messages._native import MessageTypeError
 from memdir.models import Model
 from memdir.state import SessionState, StateFile
 from memdir.store import MemoryDir
@@ -129,6 +130,8 @@ class InProcessBackend:
         self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
         """Least recently reported first."""
         self._state: StateFile | None = None
+        self._background = BackgroundLoop()
+        """One thread for every conversation's runs when the host calls from sync code."""
 
     def _state_file(self) -> StateFile:
         # Made on first use, from a worker thread: opening it may move old files.
@@ -153,7 +156,7 @@ class InProcessBackend:
     def on_turn_end(self, turn: TurnContext, notify: Notify | None = None) -> None:
         """Report a finished turn of the conversation ``turn.session_id``; see
         :meth:`MemoryExtractor.on_turn_end` (the same promises)."""
-        if not self.config.enabled or turn.is_subagent:
+        if not admitted(turn, self.config):
             return
         key = turn.session_id or DEFAULT_CONVERSATION
         try:
@@ -162,13 +165,15 @@ class InProcessBackend:
             emit(self.sink, "extract.error", duration_ms=0, error_type=type(exc).__name__)
             return
         try:
+            # Raises only MessageTypeError: the host's own mistake, for it to fix.
             held.extractor.on_turn_end(turn, notify)
-        except MessageTypeError:
-            raise
         finally:
             with self._lock:
                 held.reporting -= 1
-        self._let_go_idle()
+        try:
+            self._let_go_idle()
+        except Exception as exc:
+            emit(self.sink, "extract.error", duration_ms=0, error_type=type(exc).__name__)
 
     def _hold(self, key: str, turn: TurnContext) -> _Conversation:
         with self._lock:
@@ -187,6 +192,7 @@ class InProcessBackend:
             clock=self._clock,
             position_store=_StateEntry(self._state_file, key),
         )
+        extractor._share_background(self._background)
         with self._lock:
             # Another thread may have made it meanwhile: the first one made is kept.
             held = self._conversations.setdefault(key, _Conversation(extractor))
@@ -210,9 +216,13 @@ class InProcessBackend:
                 del self._conversations[key]
                 dropped.append(held.extractor)
                 excess -= 1
+            in_use = {id(h.extractor.model) for h in self._conversations.values()}
+        in_use.add(id(self.model))
         for extractor in dropped:
-            with contextlib.suppress(Exception):
-                extractor.close()
+            # A model made for this conversation alone: its connections go with it.
+            if id(extractor.model) not in in_use:
+                in_use.add(id(extractor.model))
+                self._background.release(extractor.model)
 
     def _held(self) -> list[MemoryExtractor]:
         with self._lock:
@@ -230,9 +240,15 @@ class InProcessBackend:
         for extractor in self._held():
             extractor.drain_sync(max(0.0, deadline - time.monotonic()))
 
-    def close(self) -> None:
-        """Stop every conversation's background thread (see :meth:`MemoryExtractor.close`);
-        a later turn starts again."""
-        for extractor in self._held():
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the thread where sync hosts' runs go (see :meth:`MemoryExtractor.close`:
+        runs still there are abandoned, the models' connections on it closed); a later
+        turn starts it again."""
+        held = self._held()
+        for extractor in held:
             with contextlib.suppress(Exception):
                 extractor.close()
+        models = [extractor.model for extractor in held]
+        if isinstance(self.model, Model):
+            models.append(self.model)
+        self._background.stop(models, timeout)

@@ -21,6 +21,11 @@ two extractors never share any. ``on_turn_end`` reads the messages the turn adde
 6. scan the memory directory, build the prompt, run the fork;
 7. only a fork that returned normally moves the cursor, to the last message of the
    snapshot the run started with; a failure leaves it for the next turn to retry.
+
+Steps 1, 3 and 4 are the turn coordinator's (:mod:`memdir.extract._coordinator`), a pure
+decision every backend shares; this class adds what needs state or the disk (2, 5, 6,
+7). :meth:`MemoryExtractor.process` carries one turn out in the caller's task and
+returns an :class:`~memdir.extract._coordinator.Outcome`, for the queue's worker.
 """
 
 from __future__ import annotations
@@ -32,9 +37,12 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from memdir.cost import provider_of
 from memdir.errors import error_fields
+from memdir.extract._coordinator import Decision, InMemory, Outcome, admitted, decide
+from memdir.extract._loop import BackgroundLoop
 from memdir.extract._run import Runner, RunOutcome
 from memdir.extract._types import (
     ExtractConfig,
@@ -45,7 +53,7 @@ from memdir.extract._types import (
     PositionStore,
     TurnContext,
 )
-from memdir.messages import Message, model_visible
+from memdir.messages import Message
 from memdir.messages._native import ConversationReader, MessageTypeError, NativeFormat
 from memdir.models import Model
 from memdir.store import ENTRYPOINT_NAME, MemoryDir, parse_memory_file
@@ -54,10 +62,8 @@ from memdir.tools import Tool
 
 __all__ = ["MemoryExtractor"]
 
-_WRITE_TOOLS = ("Write", "Edit")
 # Enough of a memory file for its frontmatter.
 _HEAD_CHARS = 8192
-_MEMORY_TOOL_WRITES = frozenset({"create", "str_replace", "insert", "delete", "rename"})
 
 
 class MemoryExtractor:
@@ -81,10 +87,16 @@ class MemoryExtractor:
         tools: Sequence[Tool] | None = None,
         clock: Callable[[], float] | None = None,
         position_store: PositionStore | None = None,
+        host_memory: InMemory | None = None,
     ) -> None:
         """``position_store``: where the conversation's position (cursor, throttle count,
         when it was last covered) is kept for a later process. It is loaded before the
         first turn is decided and saved each time the position moves, both off the loop.
+
+        ``host_memory``: how a path the host's agent wrote to is told to be in its memory
+        (its own save, which covers the turn); default: inside ``memory_dir``, relative
+        to the turn's ``cwd``. A backend whose host writes its memory on another machine
+        passes one for the host's paths.
         """
         self.memory_dir = memory_dir if isinstance(memory_dir, MemoryDir) else MemoryDir(memory_dir)
         self.model = model
@@ -108,11 +120,12 @@ class MemoryExtractor:
         self._stash: PendingTurn | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._futures: set[concurrent.futures.Future[None]] = set()
-        self._thread_loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._models_used: list[Model] = []
-        """The hosts' models the runs have called (for :meth:`close` to release)."""
+        self._background = BackgroundLoop()
+        """Where runs go when the host reports from sync code."""
+        self._background_shared = False
+        """Whether that loop is a backend's, for all its conversations (it stops it)."""
         self._position_store = position_store
+        self._host_memory = host_memory
         self._restored = position_store is None
         """Whether the stored position was loaded (or there is no store)."""
         self._loading: asyncio.Future[None] | None = None
@@ -166,27 +179,20 @@ class MemoryExtractor:
         remember. Nothing else raises: the host's turn never fails because of memory.
         """
         try:
-            if not self.config.enabled or turn.is_subagent:
+            if not admitted(turn, self.config):
                 return
-            messages, length = self._conversation.read(turn.messages, self._ambiguous_as(turn))
-            pending = PendingTurn(
-                turn=turn,
-                messages=messages,
-                length=length,
-                reported_at=self._clock(),
-                notify=notify,
-            )
+            pending = self._pending(turn, notify)
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
                 loop = None
-            if loop is not None and loop is not self._thread_loop:
+            if loop is not None and loop is not self._background.loop:
                 task = loop.create_task(self._execute(pending))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
             else:
                 future = asyncio.run_coroutine_threadsafe(
-                    self._execute(pending), self._background_loop()
+                    self._execute(pending), self._background.start()
                 )
                 with self._lock:
                     self._futures.add(future)
@@ -207,17 +213,11 @@ class MemoryExtractor:
         with self._lock:
             self._futures.discard(future)
 
-    def _background_loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._thread_loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="memdir-extractor", daemon=True
-                )
-                thread.start()
-                self._thread_loop = loop
-                self._thread = thread
-            return self._thread_loop
+    def _share_background(self, background: BackgroundLoop) -> None:
+        """Run sync hosts' turns on ``background``, which its owner stops (before the
+        first turn)."""
+        self._background = background
+        self._background_shared = True
 
     @property
     def in_flight(self) -> int:
@@ -258,46 +258,45 @@ class MemoryExtractor:
         """Stop the background thread (after :meth:`drain_sync`, if runs should finish).
 
         Runs still in flight there are abandoned. Safe to call more than once; a later
-        sync :meth:`on_turn_end` starts a new thread.
+        sync :meth:`on_turn_end` starts a new thread. A thread shared with the other
+        conversations of a backend is the backend's to stop.
         """
         with self._lock:
-            loop, self._thread_loop = self._thread_loop, None
-            thread, self._thread = self._thread, None
             self._futures.clear()  # what the stopped loop held will never finish
-        if loop is None or thread is None:
-            return
-        if thread.is_alive() and thread is not threading.current_thread():
-            # Connections opened on that loop die with it: close them while it still runs.
-            release = asyncio.run_coroutine_threadsafe(self._release_models(), loop)
-            with contextlib.suppress(Exception):
-                release.result(timeout)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout)
-        if not thread.is_alive():
-            loop.close()
-
-    async def _release_models(self) -> None:
-        """Stop the runs still on this loop, then let each model close what it holds here.
-
-        The runs go first: one still going could open a connection after its model
-        was released, and nothing could close that one once the loop has stopped.
-        """
-        current = asyncio.current_task()
-        runs = [task for task in asyncio.all_tasks() if task is not current]
-        for task in runs:
-            task.cancel()
-        if runs:
-            await asyncio.wait(runs)
-        with self._lock:
-            models = {id(model): model for model in (self.model, *self._models_used)}
-            self._models_used.clear()
-        for model in models.values():
-            aclose = getattr(model, "aclose", None)
-            if aclose is not None:
-                with contextlib.suppress(Exception):
-                    await aclose()
+        if not self._background_shared:
+            self._background.stop([self.model], timeout)
 
     # --- one turn ---------------------------------------------------------------------------
+
+    async def process(self, turn: TurnContext, *, turns: int = 1) -> Outcome:
+        """Decide and carry out ``turn`` now, in the caller's task, and return what it did.
+
+        For a backend that schedules turns itself (the queue's worker); a host calls
+        :meth:`on_turn_end`. ``turns``: how many of the host's turns this call stands
+        for (the throttle counts each). A turn stashed meanwhile runs right after, as a
+        trailing run. Raises only what :meth:`on_turn_end` raises.
+        """
+        if not admitted(turn, self.config):
+            return Outcome(status="ignored")
+        pending = self._pending(turn, None, turns)
+        if not self._restored:
+            await self._await_restored()
+        outcome, stash = await self._execute_one(pending)
+        await self._save_position()
+        if stash is not None:
+            await self._execute(stash)
+        return outcome
+
+    def _pending(self, turn: TurnContext, notify: Notify | None, turns: int = 1) -> PendingTurn:
+        messages, length = self._conversation.read(turn.messages, self._ambiguous_as(turn))
+        return PendingTurn(
+            turn=turn,
+            messages=messages,
+            length=length,
+            reported_at=self._clock(),
+            notify=notify,
+            turns=turns,
+        )
 
     async def _execute(self, pending: PendingTurn) -> None:
         """Process ``pending``, then each turn stashed meanwhile, as trailing runs.
@@ -309,8 +308,106 @@ class MemoryExtractor:
             await self._await_restored()
         current: PendingTurn | None = pending
         while current is not None:
-            current = await self._execute_one(current)
+            _, current = await self._execute_one(current)
             await self._save_position()
+
+    async def _execute_one(self, pending: PendingTurn) -> tuple[Outcome, PendingTurn | None]:
+        """One turn: what it did, and the stashed turn to run next if this one ran."""
+        started = time.monotonic()
+        stash: PendingTurn | None = None
+        try:
+            decision = self._decide(pending)
+            if decision is None:
+                return Outcome(status="coalesced"), None
+            if decision.action != "run":
+                return _settled(decision), None
+            try:
+                outcome = await self._carry_out(pending, decision, started)
+            finally:
+                with self._lock:
+                    self._in_progress = False
+                    stash, self._stash = self._stash, None
+        except Exception as exc:  # scheduling bugs too: never into the host
+            emit(
+                self.sink,
+                "extract.error",
+                duration_ms=_ms(started),
+                error_type=type(exc).__name__,
+            )
+            outcome = Outcome(status="failed", error=type(exc).__name__)
+        if stash is not None:
+            stash.trailing = True
+        return outcome, stash
+
+    def _decide(self, pending: PendingTurn) -> Decision | None:
+        """Coalescing, then the coordinator's decision, applied; claims the run when one
+        is due. None: stashed behind the run in progress."""
+        messages = tuple(pending.messages[: pending.length])
+        with self._lock:
+            if self._in_progress:
+                self._stash = pending
+                emit(self.sink, "extract.coalesced")
+                return None
+            decision = decide(
+                self._position(),
+                messages,
+                trailing=pending.trailing,
+                every_n_turns=self.config.turns_between_runs(),
+                in_memory=self._in_memory(pending.turn),
+                now=self._clock(),
+                turns=pending.turns,
+                memory_dir=self.memory_dir,
+                # A host on another machine wrote paths of its own: kept as it wrote them.
+                cwd=pending.turn.cwd if self._host_memory is None else None,
+            )
+            moved = decision.position
+            self.cursor = moved.cursor
+            self._turns_since_run = moved.turns_since_run
+            self._covered_at = moved.covered_at
+            if decision.event is not None:
+                emit(self.sink, decision.event, **decision.fields)
+            if decision.action == "run":
+                self._in_progress = True
+        return decision
+
+    def _in_memory(self, turn: TurnContext) -> InMemory:
+        md, cwd = self.memory_dir, turn.cwd
+        host = self._host_memory
+        if host is None:
+            return lambda path: md.is_memory_path(path, cwd=cwd)
+
+        def inside(path: object) -> bool:
+            # The host's own paths, compared as text; the memory tool's, which name this
+            # memory directory itself, as paths here.
+            if host(path):
+                return True
+            return isinstance(path, str) and os.path.isabs(path) and md.is_memory_path(path)
+
+        return inside
+
+    async def _carry_out(self, pending: PendingTurn, decision: Decision, started: float) -> Outcome:
+        """The run a decision called for, unless a memory stamped with the session says
+        another agent saved this turn's memory already."""
+        messages = tuple(pending.messages[: pending.length])
+        if await self._stamped_by_session(pending.turn, messages, decision.start):
+            with self._lock:
+                if messages:
+                    self.cursor = messages[-1].uuid
+                    self._covered_at = self._clock()
+            emit(
+                self.sink,
+                "extract.skipped_direct_write",
+                message_count=decision.message_count,
+                source="origin_session",
+            )
+            return Outcome(
+                status="skipped",
+                start=decision.start,
+                end=len(messages),
+                message_count=decision.message_count,
+                source="origin_session",
+            )
+        return await self._run(pending, messages, decision.start, started)
 
     # --- the stored position ------------------------------------------------------------------
 
@@ -367,100 +464,6 @@ class MemoryExtractor:
                 return
             self._saved = position
 
-    async def _execute_one(self, pending: PendingTurn) -> PendingTurn | None:
-        """One turn; returns the stashed turn to run next, if this run took place."""
-        started = time.monotonic()
-        stash: PendingTurn | None = None
-        try:
-            plan = self._decide(pending)
-            if plan is None:
-                return None
-            messages, start, new_count = plan
-            try:
-                if await self._stamped_by_session(pending.turn, messages, start):
-                    with self._lock:
-                        self._skip_direct_write(messages, new_count, "origin_session")
-                else:
-                    await self._run(pending, messages, start, new_count, started)
-            finally:
-                with self._lock:
-                    self._in_progress = False
-                    stash, self._stash = self._stash, None
-        except Exception as exc:  # scheduling bugs too: never into the host
-            emit(
-                self.sink,
-                "extract.error",
-                duration_ms=_ms(started),
-                error_type=type(exc).__name__,
-            )
-        if stash is not None:
-            stash.trailing = True
-        return stash
-
-    def _decide(self, pending: PendingTurn) -> tuple[tuple[Message, ...], int, int] | None:
-        """Steps 2 to 4 of the module docstring; claims the run when it should go ahead."""
-        messages = tuple(pending.messages[: pending.length])
-        with self._lock:
-            if self._in_progress:
-                self._stash = pending
-                emit(self.sink, "extract.coalesced")
-                return None
-            start = self._start_after_cursor(messages)
-            new = messages[start:]
-            new_count = len(model_visible(new))
-            if self._wrote_memory(new, pending.turn.cwd):
-                self._skip_direct_write(messages, new_count, "tool_call")
-                return None
-            if not pending.trailing:
-                self._turns_since_run += 1
-                every = self.config.turns_between_runs()
-                if self._turns_since_run < every:
-                    emit(
-                        self.sink,
-                        "extract.throttled",
-                        turns_since_last=self._turns_since_run,
-                        every_n_turns=every,
-                    )
-                    return None
-            self._turns_since_run = 0
-            self._in_progress = True
-        return messages, start, new_count
-
-    def _skip_direct_write(self, messages: Sequence[Message], new_count: int, source: str) -> None:
-        """The turn's memory was saved by another agent: cover it without a run (the
-        caller holds the lock)."""
-        if messages:
-            self.cursor = messages[-1].uuid
-            self._covered_at = self._clock()
-        emit(self.sink, "extract.skipped_direct_write", message_count=new_count, source=source)
-
-    def _start_after_cursor(self, messages: Sequence[Message]) -> int:
-        """The index after the cursor's message; 0 when there is none or it is gone."""
-        if self.cursor is None:
-            return 0
-        for index in range(len(messages) - 1, -1, -1):
-            if messages[index].uuid == self.cursor:
-                return index + 1
-        return 0  # compacted away: everything counts, and is scanned for direct writes
-
-    def _wrote_memory(self, messages: Sequence[Message], cwd: str | None) -> bool:
-        for message in messages:
-            if message.role != "assistant":
-                continue
-            for use in message.tool_uses:
-                path = use.input.get("file_path")
-                if use.name in _WRITE_TOOLS and self.memory_dir.is_memory_path(path, cwd=cwd):
-                    return True
-                # Anthropic's memory tool works only on the memory, so any change counts.
-                command = use.input.get("command")
-                if (
-                    use.name == "memory"
-                    and isinstance(command, str)
-                    and command in _MEMORY_TOOL_WRITES
-                ):
-                    return True
-        return False
-
     async def _stamped_by_session(
         self, turn: TurnContext, messages: Sequence[Message], start: int
     ) -> bool:
@@ -486,39 +489,57 @@ class MemoryExtractor:
         pending: PendingTurn,
         messages: tuple[Message, ...],
         start: int,
-        new_count: int,
         started: float,
-    ) -> None:
+    ) -> Outcome:
         """Run the memory agent from ``start`` to the end of the snapshot: one run, or, when
         a standalone run can only take part of it, one after another."""
         turn = pending.turn
         cursor = start
+        runs = 0
+        covered = 0
+        memories: list[Path] = []
+        error: str | None = None
         while True:
             try:
                 outcome = await self._runner.run(
                     turn, messages, cursor, pending.reported_at, self._note_host_model
                 )
             except Exception as exc:
+                fields = error_fields(exc)
                 emit(
                     self.sink,
                     "extract.error",
                     duration_ms=_ms(started),
                     error_type=type(exc).__name__,
-                    **error_fields(exc),
+                    **fields,
                 )
-                return
+                error = str(fields.get("reason") or type(exc).__name__)
+                break
+            runs += 1
+            covered += outcome.message_count
             if outcome.end > 0:
                 with self._lock:
                     self.cursor = messages[outcome.end - 1].uuid
                     self._covered_at = self._clock()
                 await self._save_position()
-            self._report(pending, outcome, started)
+            memories += self._report(pending, outcome, started)
             if outcome.end >= len(messages) or outcome.end <= cursor:
-                return
+                cursor = max(cursor, outcome.end)
+                break
             cursor = outcome.end
             started = time.monotonic()
+        return Outcome(
+            status="ran" if cursor > start or runs else "failed",
+            start=start,
+            end=cursor,
+            message_count=covered,
+            runs=runs,
+            memories=tuple(memories),
+            error=error,
+        )
 
-    def _report(self, pending: PendingTurn, outcome: RunOutcome, started: float) -> None:
+    def _report(self, pending: PendingTurn, outcome: RunOutcome, started: float) -> list[Path]:
+        """Report one run (``extract.run``, the notice); returns the memories it wrote."""
         result, plan = outcome.result, outcome.plan
         cwd = pending.turn.cwd
         memories = [p for p in result.written_paths if p.name != ENTRYPOINT_NAME]
@@ -548,15 +569,15 @@ class MemoryExtractor:
         if memories and pending.notify is not None:
             with contextlib.suppress(Exception):  # the notice is a courtesy
                 pending.notify(MemorySaved(paths=tuple(memories), team_count=team))
+        return memories
 
     def _note_host_model(self, model: Model) -> None:
-        """Remember a host's model used from the background thread, for :meth:`close`."""
-        with self._lock:
-            # Only the background thread's loop is stopped by close(); a host's own loop
-            # keeps its connections, and its models are the host's to close.
-            on_thread = asyncio.get_running_loop() is self._thread_loop
-            if on_thread and all(m is not model for m in self._models_used):
-                self._models_used.append(model)
+        """Remember a host's model used from the background thread, for :meth:`close`.
+
+        Only the background thread's loop is stopped by close(); a host's own loop keeps
+        its connections, and its models are the host's to close.
+        """
+        self._background.note_model(model)
 
 
 def stamped_since(memory: MemoryDir, session: str, since: float) -> bool:
@@ -580,6 +601,19 @@ def stamped_since(memory: MemoryDir, session: str, since: float) -> bool:
             if isinstance(metadata, Mapping) and metadata.get("originSessionId") == session:
                 return True
     return False
+
+
+def _settled(decision: Decision) -> Outcome:
+    """The outcome of a decision that needs no run."""
+    if decision.action == "skip_direct_write":
+        return Outcome(
+            status="skipped",
+            start=decision.start,
+            end=decision.end,
+            message_count=decision.message_count,
+            source="tool_call",
+        )
+    return Outcome(status="throttled", start=decision.start, end=decision.start)
 
 
 def _ms(started: float) -> int:

@@ -145,6 +145,8 @@ class PendingTurn:
     """Where its notice goes."""
     trailing: bool = False
     """Stashed during a run and run right after it (the throttle does not apply)."""
+    turns: int = 1
+    """How many of the host's turns it stands for (for the throttle)."""
 
 
 @dataclass(frozen=True, kw_only=True)

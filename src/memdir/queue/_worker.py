@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
 import posixpath
 import shutil
@@ -39,7 +38,8 @@ import psycopg_pool
 from procrastinate.exceptions import AlreadyEnqueued
 
 from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
-from memdir.messages import Message, model_visible
+from memdir.extract._coordinator import Outcome, host_memory_paths, start_after
+from memdir.messages import Message
 from memdir.models import Model
 from memdir.queue._app import EXTRACT_TASK, NOTIFY_CHANNEL, QUEUE_NAME, SWEEP_TASK, make_app
 from memdir.queue._codec import decode_message, decode_params, model_name
@@ -362,86 +362,72 @@ class QueueWorker:
     async def _run_session(
         self, root: Path, pending: _Pending
     ) -> tuple[SessionOutcome, list[Event]]:
-        """One session's turns, by the extractor as one machine runs it; with the events
-        one machine would have emitted, held for :meth:`extract` to send after the commit."""
+        """One session's turns, decided and run by the extractor as one machine does;
+        with the events one machine would have emitted, held for :meth:`extract` to send
+        after the commit. What happened is read from the returned outcome."""
         settings = self.settings
         messages = pending.messages
-        start = _seq_after(messages, pending.cursor_uuid)
-        if _host_wrote_memory(messages[start:], pending.host_memory_root, pending.cwd):
-            # The extractor tells this by the paths of its own memory directory, and the
-            # host's is elsewhere: checked here, by the host's path, with the same rule
-            # (the turn is covered, no run) and in the same order, before the throttle.
-            note = Event(
-                name="extract.skipped_direct_write",
-                fields={
-                    "message_count": len(model_visible(messages[start:])),
-                    "source": "tool_call",
-                },
-            )
-            outcome = SessionOutcome(
-                session=pending.session,
-                outcome="skipped",
-                from_seq=start + 1,
-                to_seq=len(messages),
-                covered_at=time.time(),
-            )
-            return outcome, [note]
-        every = settings.config.turns_between_runs()
-        since = pending.turns_since_run + pending.turns
-        if since < every:
-            # The throttle is decided here, from the stash: the turns stay uncovered
-            # and count towards the next run.
-            note = Event(
-                name="extract.throttled",
-                fields={"turns_since_last": since, "every_n_turns": every},
-            )
-            outcome = SessionOutcome(
-                session=pending.session,
-                outcome="throttled",
-                from_seq=start + 1,
-                to_seq=start,
-            )
-            return outcome, [note]
+        start = start_after(messages, pending.cursor_uuid)
         name = model_name(pending.params) if pending.params is not None else None
         model = settings.models(name)
         params = decode_params(pending.params, model) if pending.params is not None else None
         collected = CollectingSink()
-        config = dataclasses.replace(settings.config, every_n_turns=1)
-        extractor = MemoryExtractor(root, model, config, sink=collected)
-        extractor.restore(pending.cursor_uuid, covered_at=pending.covered_at)
-        extractor.on_turn_end(
-            TurnContext(
-                messages=messages,
-                params=params,
-                cwd=pending.cwd,
-                session_id=pending.session,
-                last_request_at=pending.last_request_at,
-            )
+        extractor = MemoryExtractor(
+            root,
+            model,
+            settings.config,
+            sink=collected,
+            # The host saved memory itself when it wrote into *its* memory directory:
+            # its paths are on its machine, not in this working copy.
+            host_memory=host_memory_paths(pending.host_memory_root, pending.cwd),
         )
-        await extractor.drain(timeout=settings.run_timeout)
-        errors = [e for e in collected.events if e.name == "extract.error"]
-        if extractor.in_flight:
-            errors.append(collected.events[-1] if collected.events else _timeout_event())
-        end = _seq_after(messages, extractor.cursor)
-        skipped = any(e.name == "extract.skipped_direct_write" for e in collected.events)
-        if errors and end <= start:
-            reason = errors[0].fields.get("reason") or errors[0].fields.get("error_type")
-            failed = SessionOutcome(
+        extractor.restore(
+            pending.cursor_uuid, pending.turns_since_run, covered_at=pending.covered_at
+        )
+        turn = TurnContext(
+            messages=messages,
+            params=params,
+            cwd=pending.cwd,
+            session_id=pending.session,
+            last_request_at=pending.last_request_at,
+        )
+        try:
+            outcome = await asyncio.wait_for(
+                extractor.process(turn, turns=pending.turns), settings.run_timeout
+            )
+        except TimeoutError:
+            # Cancelled: what a run covered before the time ran out still counts.
+            end = start_after(messages, extractor.cursor) if extractor.cursor else start
+            outcome = Outcome(
+                status="ran" if end > start else "failed",
+                start=start,
+                end=end,
+                error="the run did not finish in time",
+            )
+        events = list(collected.events)
+        covered_at = extractor.position.covered_at
+        if outcome.status == "throttled":
+            result = SessionOutcome(
+                session=pending.session, outcome="throttled", from_seq=start + 1, to_seq=start
+            )
+        elif outcome.status == "failed":
+            result = SessionOutcome(
                 session=pending.session,
                 outcome="failed",
                 from_seq=start + 1,
                 to_seq=start,
-                error=str(reason or "timed out"),
+                error=outcome.error or "failed",
             )
-            return failed, list(collected.events)
-        outcome = SessionOutcome(
-            session=pending.session,
-            outcome="skipped" if skipped else "ran",
-            from_seq=start + 1,
-            to_seq=end,
-            covered_at=time.time(),
-        )
-        return outcome, list(collected.events)
+        else:
+            end = outcome.end if outcome.status in ("ran", "skipped") else start
+            result = SessionOutcome(
+                session=pending.session,
+                outcome="skipped" if outcome.status == "skipped" else "ran",
+                from_seq=start + 1,
+                to_seq=end,
+                covered_at=covered_at if covered_at is not None else time.time(),
+            )
+        return result, events
 
     async def _commit(
         self,
@@ -636,46 +622,10 @@ async def _write_files(
     return len(files)
 
 
-def _host_wrote_memory(messages: Sequence[Message], root: str | None, cwd: str | None) -> bool:
-    """Whether the host's own Write or Edit went into its memory directory at ``root``.
-
-    The paths are the host's, on another machine: compared as text (normalized, relative
-    ones taken against the host's ``cwd``), since nothing of them can be resolved here.
-    """
-    if not root:
-        return False
-    base = posixpath.normpath(root)
-    for message in messages:
-        if message.role != "assistant":
-            continue
-        for use in message.tool_uses:
-            path = use.input.get("file_path")
-            if use.name not in ("Write", "Edit") or not isinstance(path, str) or "\0" in path:
-                continue
-            full = posixpath.normpath(posixpath.join(cwd or "/", path))
-            if full.startswith(base.rstrip("/") + "/"):
-                return True
-    return False
-
-
-def _seq_after(messages: Sequence[Message], cursor: str | None) -> int:
-    """How many of ``messages`` the cursor covers (its index + 1; 0 when absent)."""
-    if cursor is None:
-        return 0
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].uuid == cursor:
-            return index + 1
-    return 0
-
-
 _RECORD_FAILURE = (
     "INSERT INTO memdir_job_failures (job_id, reason) VALUES (%s, %s) "
     "ON CONFLICT (job_id) DO UPDATE SET reason = excluded.reason, failed_at = clock_timestamp()"
 )
-
-
-def _timeout_event() -> Event:
-    return Event(name="extract.error", fields={"reason": "the run did not finish in time"})
 
 
 async def sweep(
