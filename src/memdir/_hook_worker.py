@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from memdir._hook_entry import ANSWER_TAIL_CHARS
+from memdir._private import make_private_dirs, open_private
 from memdir.errors import MemdirError, one_line
 
 if TYPE_CHECKING:
@@ -57,11 +58,12 @@ def open_log(memory_root: Path) -> TextIO:
     """``.memdir/hook.log`` of ``memory_root``, opened to append (earlier files moved in)."""
     from memdir.state import HOOK_LOG_NAME, migrate_legacy_files
 
-    memory_root.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(memory_root)
     migrate_legacy_files(memory_root)
     path = memory_root / HOOK_LOG_NAME
-    path.parent.mkdir(exist_ok=True)
-    return open(path, "a", encoding="utf-8")
+    make_private_dirs(path.parent)
+    fd = open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    return open(fd, "a", encoding="utf-8")
 
 
 def memory_root_for(job: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Path:

@@ -25,6 +25,7 @@ from typing import Any
 
 import filelock
 
+from memdir._private import make_private_dirs
 from memdir.store import MemoryDir, update_file
 from memdir.store._atomic import STATE_DIR_NAME
 
@@ -64,7 +65,7 @@ def migrate_legacy_files(root: str | os.PathLike[str]) -> None:
             continue
         new = base / new_name
         with contextlib.suppress(OSError):
-            new.parent.mkdir(exist_ok=True)
+            make_private_dirs(new.parent)
             if os.path.lexists(new):
                 old.unlink()
             else:

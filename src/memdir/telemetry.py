@@ -23,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from memdir._private import make_private_dirs, open_private
 from memdir.errors import UsageError
 
 if TYPE_CHECKING:
@@ -214,8 +215,8 @@ class JsonlSink:
                 return
             try:
                 if self._fd is None:
-                    self.path.parent.mkdir(parents=True, exist_ok=True)
-                    self._fd = os.open(self.path, _APPEND_FLAGS, 0o666)
+                    make_private_dirs(self.path.parent)
+                    self._fd = open_private(self.path, _APPEND_FLAGS)
                 written = os.write(self._fd, line)
                 if written != len(line):
                     raise OSError(f"short write: {written} of {len(line)} bytes")

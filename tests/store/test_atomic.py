@@ -56,11 +56,12 @@ def test_interrupted_write_keeps_the_old_file(
 def test_keeps_permission_bits(tmp_path: Path) -> None:
     target = tmp_path / "private.md"
     target.write_text("x")
-    target.chmod(0o600)
+    target.chmod(0o640)
     atomic_write(target, "y")
-    assert target.stat().st_mode & 0o777 == 0o600
+    assert target.stat().st_mode & 0o777 == 0o640
     atomic_write(tmp_path / "fresh.md", "z")
-    assert (tmp_path / "fresh.md").stat().st_mode & 0o777 == 0o644
+    # Private by default: a new file is its owner's alone.
+    assert (tmp_path / "fresh.md").stat().st_mode & 0o777 == 0o600
 
 
 def test_replaces_a_symlink_instead_of_writing_through(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import os
 import time
 
 from memdir.errors import StoreError
-from memdir.store import MemoryDir
+from memdir.store import MemoryDir, atomic_write
 
 __all__ = [
     "HOLDER_STALE_SECONDS",
@@ -78,7 +78,7 @@ def try_acquire(memory: MemoryDir, *, now: float | None = None) -> float | None:
         return None
     try:
         memory.ensure()
-        path.write_text(str(os.getpid()), encoding="utf-8")
+        atomic_write(path, str(os.getpid()))
     except OSError as exc:
         raise StoreError(
             f"cannot take the consolidation lock {path}: {exc.strerror or exc}"
@@ -99,7 +99,7 @@ def release_failed(memory: MemoryDir, prior: float) -> None:
         if prior <= 0:
             path.unlink()
             return
-        path.write_text("", encoding="utf-8")
+        atomic_write(path, "")
         os.utime(path, (prior, prior))
 
 
@@ -107,6 +107,6 @@ def record_consolidation(memory: MemoryDir) -> None:
     """Stamp the lock with now, as after a consolidation run by hand."""
     memory.ensure()
     path = memory.root / LOCK_NAME
-    path.write_text(str(os.getpid()), encoding="utf-8")
+    atomic_write(path, str(os.getpid()))
     now = time.time()
     os.utime(path, (now, now))

@@ -20,6 +20,7 @@ from typing import Any
 
 import psycopg
 
+from memdir._private import make_private_dirs, open_private
 from memdir.store import atomic_write
 from memdir.store._atomic import STATE_DIR_NAME
 
@@ -58,8 +59,10 @@ def write_checkout(
     files: dict[str, str] = {}
     for path, content, digest, mtime in rows:
         target = _inside(into, path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(bytes(content))
+        make_private_dirs(target.parent)
+        fd = open_private(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        with open(fd, "wb") as handle:
+            handle.write(bytes(content))
         os.utime(target, (mtime, mtime))
         files[path] = digest
     return Checkout(dir_id=dir_id, generation=generation, files=files)
@@ -98,7 +101,7 @@ def export_dir(dsn: str, dir_id: str, target: Path) -> int:
     """Mirror a directory's files into the plain folder ``target`` (``memdir sync``):
     files the database has are written (atomically, each), files it no longer has are
     removed; ``.memdir/`` is left alone. Returns the generation mirrored."""
-    target.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(target)
     with psycopg.connect(dsn) as conn, conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         row = conn.execute(
@@ -115,7 +118,6 @@ def export_dir(dsn: str, dir_id: str, target: Path) -> int:
     for path, (content, mtime) in wanted.items():
         if present.get(path) != content:
             destination = _inside(target, path)
-            destination.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(destination, content)
             os.utime(destination, (mtime, mtime))
     for path in present.keys() - wanted.keys():

@@ -235,7 +235,7 @@ class QueueWorker:
         started = time.monotonic()
         scratch = Path(tempfile.mkdtemp(prefix="memdir-run-", dir=settings.scratch))
         root = scratch / "memory"
-        root.mkdir()
+        root.mkdir(mode=0o700)
         try:
             snapshot, pendings, started_at = await self._snapshot(dir_id, root)
             if not pendings:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import filelock
 
+from memdir._private import PRIVATE_FILE_MODE, make_private_dirs
 from memdir.errors import StoreError
 
 __all__ = [
@@ -36,7 +37,8 @@ STATE_DIR_NAME = ".memdir"
 """The hidden folder of a memory directory that holds memdir's locks, cursors and logs."""
 
 DEFAULT_LOCK_TIMEOUT = 10.0
-_NEW_FILE_MODE = 0o644
+# Private by default (memdir._private): what memdir creates, only its owner reads.
+_NEW_FILE_MODE = PRIVATE_FILE_MODE
 # A temporary file this old belongs to a writer that died before its rename: a write takes
 # milliseconds, so an hour leaves any write still in progress elsewhere alone.
 _STALE_TEMP_SECONDS = 3600.0
@@ -79,8 +81,9 @@ def _sweep_stale_temps(target: Path) -> None:
 def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old file or the new one.
 
-    Text is written as UTF-8. Missing parent directories are created. An existing file
-    keeps its permission bits; a symlink at ``path`` is replaced by a regular file rather
+    Text is written as UTF-8. Missing parent directories are created ``0700``, a new
+    file ``0600``, whatever the umask; an existing file keeps its permission bits (a mode
+    its owner chose stays); a symlink at ``path`` is replaced by a regular file rather
     than written through. Raises :class:`~memdir.errors.StoreError` on failure, with the
     target untouched and no temporary file left behind. A process killed mid-write can
     still leave one; the next write of the same file removes it once it is an hour old.
@@ -88,7 +91,7 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(target.parent)
         try:
             st = os.lstat(target)
             mode = st.st_mode & 0o7777 if not os.path.islink(target) else _NEW_FILE_MODE
@@ -134,8 +137,8 @@ def file_lock(
     """
     guard = lock_path(path)
     try:
-        guard.parent.mkdir(parents=True, exist_ok=True)
-        lock = filelock.FileLock(guard, timeout=timeout)
+        make_private_dirs(guard.parent)
+        lock = filelock.FileLock(guard, timeout=timeout, mode=PRIVATE_FILE_MODE)
         lock.acquire()
     except filelock.Timeout as exc:
         raise StoreError(f"{path} is locked by another process (waited {timeout:g}s)") from exc

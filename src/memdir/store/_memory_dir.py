@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from memdir._private import make_private_dirs
 from memdir.errors import UsageError
 from memdir.store._atomic import DEFAULT_LOCK_TIMEOUT, atomic_write, file_lock
 from memdir.store._containment import is_within, resolve_candidate
@@ -78,8 +79,8 @@ class MemoryDir:
         return is_within(resolve_candidate(path, cwd=cwd), resolve_candidate(self.team_dir))
 
     def ensure(self) -> Path:
-        """Create the directory (and its parents) if missing; return it."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        """Create the directory (and its missing parents, ``0700``) if missing; return it."""
+        make_private_dirs(self.root)
         return self.root
 
     def scan(self, limit: int = 200) -> list[MemoryHeader]:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memdir._private import PRIVATE_DIR_MODE, make_private_dirs
 from memdir.errors import StoreError
 from memdir.store._atomic import STATE_DIR_NAME, atomic_write, file_lock
 from memdir.store._entrypoint import ENTRYPOINT_NAME
@@ -137,13 +138,14 @@ def _inside(memory: MemoryDir, path: Path) -> bool:
 
 def _new_folder(memory: MemoryDir, moment: float) -> Path:
     trash = memory.root / TRASH_DIR_NAME
-    trash.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(trash)
     stamp = _stamp(moment)
     sequence = 1
     while True:
         folder = trash / (stamp if sequence == 1 else f"{stamp}-{sequence}")
         try:
-            folder.mkdir()
+            folder.mkdir(mode=PRIVATE_DIR_MODE)
+            os.chmod(folder, PRIVATE_DIR_MODE)
         except FileExistsError:
             sequence += 1
             continue
@@ -304,7 +306,7 @@ def _insert_lines(original: bytes | None, wanted: tuple[tuple[int, str], ...]) -
 
 def _place(data: bytes, target: Path, mode: int, mtime_ns: int) -> None:
     """Create ``target`` holding ``data``; raises FileExistsError rather than replace one."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(target.parent)
     fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:

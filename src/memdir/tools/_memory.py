@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from memdir._private import make_private_dirs
 from memdir.errors import StoreError
 from memdir.store import MemoryDir, MemoryFormat, atomic_write, file_lock
 from memdir.tools._base import MemoryFiles, ToolContext, ToolError, ToolOutput
@@ -473,7 +474,7 @@ class MemoryTool:
             # A file moved into team/ must pass the credential rule there too.
             for src, dst in self._moved_files(old, new):
                 self._check(dst, src.read_text(encoding="utf-8", errors="replace"), context)
-            new.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(new.parent)
             os.rename(old, new)
         return ToolOutput(
             content=f"Successfully renamed {old_virtual} to {new_virtual}", written=new
