@@ -18,6 +18,7 @@ EXPECTED = {
     "ImageBlock",
     "InProcessBackend",
     "MemdirError",
+    "MissingExtraError",
     "MemoryBackend",
     "MemoryDir",
     "MemoryExtractor",

@@ -407,7 +407,7 @@ def test_otel_sink_needs_opentelemetry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
     monkeypatch.delitem(sys.modules, "memdir._otel", raising=False)
 
-    with pytest.raises(UsageError, match="opentelemetry-api"):
+    with pytest.raises(UsageError, match=r"\[otel\] extra"):
         OpenTelemetrySink()
 
 

@@ -8,7 +8,14 @@ in a memory directory indexed by ``MEMORY.md``, compatible with Claude Code's ow
 import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from memdir.errors import MemdirError, ModelError, StoreError, TranscriptError, UsageError
+from memdir.errors import (
+    MemdirError,
+    MissingExtraError,
+    ModelError,
+    StoreError,
+    TranscriptError,
+    UsageError,
+)
 
 if _TYPE_CHECKING:
     from memdir.extract import (
@@ -109,6 +116,7 @@ __all__ = [
     "MemoryExtractor",
     "MemorySaved",
     "Message",
+    "MissingExtraError",
     "Model",
     "ModelError",
     "ModelRequest",

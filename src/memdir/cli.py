@@ -22,10 +22,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         from memdir._cli import cli
     except ModuleNotFoundError as exc:
-        if exc.name != "click":
+        if exc.name not in ("click", "rich"):
             raise
-        sys.stderr.write(
-            "memdir: the command line needs the [cli] extra: pip install 'memdir[cli]'\n"
-        )
+        from memdir.errors import MissingExtraError, one_line
+
+        error = MissingExtraError("the memdir command", "cli", one_line(exc))
+        sys.stderr.write(f"memdir: {error}\n")
         raise SystemExit(2) from None
     cli.main(args=args, prog_name="memdir")

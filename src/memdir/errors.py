@@ -16,6 +16,7 @@ from pathlib import Path
 
 __all__ = [
     "MemdirError",
+    "MissingExtraError",
     "ModelError",
     "StoreError",
     "TranscriptError",
@@ -42,6 +43,21 @@ class MemdirError(Exception):
 
 class UsageError(MemdirError, ValueError):
     """The caller asked for something memdir cannot do as asked."""
+
+
+class MissingExtraError(UsageError, ImportError):
+    """A part of memdir was used without the optional dependencies it needs.
+
+    One error for every integration, model provider and backend, whose message names
+    the extra that installs what is missing. It is an :class:`ImportError` too, so code
+    that guards an optional import with ``except ImportError`` keeps working.
+    """
+
+    def __init__(self, feature: str, extra: str, reason: str | None = None) -> None:
+        why = f" ({reason})" if reason else ""
+        super().__init__(f"{feature} needs the [{extra}] extra: pip install 'memdir[{extra}]'{why}")
+        self.feature = feature
+        self.extra = extra
 
 
 class ModelError(MemdirError):

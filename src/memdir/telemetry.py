@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from memdir._private import make_private_dirs, open_private
-from memdir.errors import UsageError
+from memdir.errors import MissingExtraError, one_line
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -296,10 +296,7 @@ class OpenTelemetrySink:
         except ImportError as exc:
             if not (exc.name or "").startswith("opentelemetry"):
                 raise
-            raise UsageError(
-                "OpenTelemetrySink needs opentelemetry-api: "
-                "pip install opentelemetry-api (or memdir[otel])"
-            ) from exc
+            raise MissingExtraError("OpenTelemetrySink", "otel", one_line(exc)) from exc
         self._recorder = OtelRecorder(tracer_provider, meter_provider)
 
     def __call__(self, event: Event) -> None:

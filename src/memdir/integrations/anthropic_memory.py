@@ -36,19 +36,26 @@ import datetime
 import os
 from collections.abc import Callable
 
-import anyio.to_thread
-from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool
-from anthropic.lib.tools import ToolError as SDKToolError
-from anthropic.types.beta import (
-    BetaCacheControlEphemeralParam,
-    BetaMemoryTool20250818CreateCommand,
-    BetaMemoryTool20250818DeleteCommand,
-    BetaMemoryTool20250818InsertCommand,
-    BetaMemoryTool20250818RenameCommand,
-    BetaMemoryTool20250818StrReplaceCommand,
-    BetaMemoryTool20250818ViewCommand,
-)
-from pydantic import BaseModel
+from memdir.errors import MissingExtraError, one_line
+
+try:
+    import anyio.to_thread
+    from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool
+    from anthropic.lib.tools import ToolError as SDKToolError
+    from anthropic.types.beta import (
+        BetaCacheControlEphemeralParam,
+        BetaMemoryTool20250818CreateCommand,
+        BetaMemoryTool20250818DeleteCommand,
+        BetaMemoryTool20250818InsertCommand,
+        BetaMemoryTool20250818RenameCommand,
+        BetaMemoryTool20250818StrReplaceCommand,
+        BetaMemoryTool20250818ViewCommand,
+    )
+    from pydantic import BaseModel
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess
+    raise MissingExtraError(
+        "memdir.integrations.anthropic_memory", "anthropic", one_line(exc)
+    ) from exc
 
 from memdir.errors import UsageError
 from memdir.store import MemoryDir, MemoryFormat

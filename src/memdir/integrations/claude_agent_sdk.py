@@ -36,7 +36,7 @@ from memdir._hook_worker import (
     memory_root_for,
     open_log,
 )
-from memdir.errors import MemdirError
+from memdir.errors import MemdirError, MissingExtraError, one_line
 
 if TYPE_CHECKING:
     from claude_agent_sdk import HookMatcher
@@ -82,7 +82,12 @@ class MemdirStopHook:
 
     def matcher(self, timeout: float | None = None) -> HookMatcher:
         """A ``HookMatcher`` holding this callback, for ``ClaudeAgentOptions(hooks=...)``."""
-        from claude_agent_sdk import HookMatcher
+        try:
+            from claude_agent_sdk import HookMatcher
+        except ImportError as exc:
+            raise MissingExtraError(
+                "memdir.integrations.claude_agent_sdk", "claude-agent-sdk", one_line(exc)
+            ) from exc
 
         return HookMatcher(hooks=[self], timeout=timeout)  # type: ignore[list-item]
 

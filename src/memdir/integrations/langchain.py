@@ -79,6 +79,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from memdir.errors import MissingExtraError, one_line
+
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState
     from langchain_core.callbacks import BaseCallbackHandler
@@ -91,10 +93,8 @@ try:
         ToolMessage,
     )
     from langchain_core.tools import BaseTool, StructuredTool, ToolException
-except ModuleNotFoundError as exc:  # pragma: no cover - exercised without the extra
-    raise ModuleNotFoundError(
-        "memdir.integrations.langchain needs LangChain: pip install 'memdir[langchain]'"
-    ) from exc
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess
+    raise MissingExtraError("memdir.integrations.langchain", "langchain", one_line(exc)) from exc
 
 from memdir.extract import ExtractConfig, MemoryExtractor, Notify
 from memdir.integrations._host import (

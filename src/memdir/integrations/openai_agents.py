@@ -80,6 +80,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from memdir.errors import MissingExtraError, one_line
+
 # The SDK is this module's whole point, and only this module's: memdir itself never needs it.
 try:
     from agents import (
@@ -96,11 +98,9 @@ try:
     )
     from agents.items import TResponseInputItem
     from agents.run_context import AgentHookContext
-except ModuleNotFoundError as exc:
-    raise ModuleNotFoundError(
-        "memdir.integrations.openai_agents needs the OpenAI Agents SDK: "
-        "pip install 'memdir[openai-agents]'",
-        name=exc.name,
+except ImportError as exc:
+    raise MissingExtraError(
+        "memdir.integrations.openai_agents", "openai-agents", one_line(exc)
     ) from exc
 
 from memdir.errors import UsageError

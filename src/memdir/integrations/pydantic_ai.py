@@ -74,6 +74,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from memdir.errors import MissingExtraError, one_line
+
 try:
     from pydantic_ai import messages as _pa
     from pydantic_ai.capabilities import (
@@ -89,10 +91,9 @@ try:
     from pydantic_ai.settings import ModelSettings
     from pydantic_ai.tools import DeferredToolRequests, RunContext, Tool
     from pydantic_ai.toolsets import FunctionToolset
-except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subprocess
-    raise ImportError(
-        "memdir.integrations.pydantic_ai needs pydantic-ai: pip install 'memdir[pydantic-ai]'",
-        name=exc.name,
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess
+    raise MissingExtraError(
+        "memdir.integrations.pydantic_ai", "pydantic-ai", one_line(exc)
     ) from exc
 
 from memdir.extract import ExtractConfig, MemoryExtractor, Notify

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memdir.errors import ModelError, UsageError
+from memdir.errors import MissingExtraError, ModelError, UsageError, one_line
 from memdir.messages import Message, message_from_anthropic, messages_to_anthropic
 from memdir.models._loops import ClientPerLoop, LoopClients
 from memdir.models._retry import (
@@ -227,10 +227,8 @@ class AnthropicModel(ClientPerLoop["AsyncAnthropic"]):
         elif client is None:
             try:
                 from anthropic import AsyncAnthropic
-            except ModuleNotFoundError as exc:
-                raise UsageError(
-                    "AnthropicModel needs the anthropic package: pip install 'memdir[anthropic]'"
-                ) from exc
+            except ImportError as exc:
+                raise MissingExtraError("AnthropicModel", "anthropic", one_line(exc)) from exc
 
             def factory() -> AsyncAnthropic:
                 # Retries are ours (the policy above), so the client makes one attempt.

@@ -13,7 +13,7 @@ import uuid as _uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memdir.errors import ModelError, UsageError
+from memdir.errors import MissingExtraError, ModelError, UsageError, one_line
 from memdir.messages import Message, messages_from_openai, messages_to_openai
 from memdir.models._loops import ClientPerLoop, LoopClients
 from memdir.models._retry import (
@@ -102,10 +102,8 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
         elif client is None:
             try:
                 from openai import AsyncOpenAI, OpenAIError
-            except ModuleNotFoundError as exc:
-                raise UsageError(
-                    "OpenAIModel needs the openai package: pip install 'memdir[openai]'"
-                ) from exc
+            except ImportError as exc:
+                raise MissingExtraError("OpenAIModel", "openai", one_line(exc)) from exc
 
             def factory() -> AsyncOpenAI:
                 return AsyncOpenAI(

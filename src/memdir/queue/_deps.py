@@ -10,17 +10,15 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from memdir.errors import UsageError
+from memdir.errors import MissingExtraError, one_line
 
 __all__ = ["require"]
 
-_EXTRA_HINT = "install the PostgreSQL backend with: pip install 'memdir[postgres]'"
-
 
 def require(name: str) -> ModuleType:
-    """Import ``name`` (``procrastinate`` or ``psycopg``), or raise a :class:`UsageError`
-    that names the ``[postgres]`` extra."""
+    """Import ``name`` (``procrastinate`` or ``psycopg``), or raise the
+    :class:`~memdir.errors.MissingExtraError` that names the ``[postgres]`` extra."""
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        raise UsageError(f"memdir's queue backend needs {name}; {_EXTRA_HINT}") from exc
+        raise MissingExtraError("memdir's queue backend", "postgres", one_line(exc)) from exc
