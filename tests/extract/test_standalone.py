@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from pathlib import Path
 
 import pytest
@@ -269,3 +270,31 @@ def test_successive_standalone_runs_read_what_the_last_one_cached(
             assert request.usage["cache_creation_input_tokens"] < turn_tokens + 200
         else:  # five idle minutes: the cache expired between runs
             assert request.usage["cache_read_input_tokens"] == 0
+
+
+def test_the_window_is_rendered_off_the_hosts_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first window can hold 100k tokens of conversation: rendered on the host's loop it
+    would stall the host, so it is rendered in a worker thread."""
+    from memdir.extract import _standalone
+
+    threads: set[int] = set()
+    original = _standalone.render
+
+    def recording(message: Message, limit: int) -> Message | None:
+        threads.add(threading.get_ident())
+        return original(message, limit)
+
+    monkeypatch.setattr(_standalone, "render", recording)
+    model = ScriptedModel(["Nothing to save."])
+    ex = MemoryExtractor(tmp_path / "memory", model, ExtractConfig())
+
+    async def main() -> int:
+        ex.on_turn_end(TurnContext(messages=tuple(convo(30)), cwd=str(tmp_path)))
+        await ex.drain()
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert threads  # the window was rendered
+    assert loop_thread not in threads

@@ -176,7 +176,11 @@ class Runner:
         await self.conversation.update(messages)
         headers, indexes = await asyncio.to_thread(self._read_state)
         end = len(messages)
-        window = self.conversation.window(
+        # Rendering a window (a first one can hold 100k tokens of conversation) is work
+        # for a worker thread: on the host's loop it would stall the host for it. Runs of
+        # one extractor never overlap, so nothing else touches the conversation meanwhile.
+        window = await asyncio.to_thread(
+            self.conversation.window,
             cursor,
             end,
             window_tokens=self._config.window_tokens,
