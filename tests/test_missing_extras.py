@@ -1,4 +1,4 @@
-"""A missing extra fails one way everywhere: a ``MissingExtraError`` (an ``ImportError``
+"""A missing extra fails one way everywhere: a ``MissingExtraError`` (a ``ModuleNotFoundError``
 and a ``UsageError``) whose one line names the extra to install."""
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ except BaseException as exc:
     print(json.dumps({{
         "type": type(exc).__name__,
         "missing_extra": isinstance(exc, MissingExtraError),
-        "import_error": isinstance(exc, ImportError),
+        "import_error": isinstance(exc, ModuleNotFoundError),
         "usage_error": isinstance(exc, UsageError),
         "message": str(exc),
         "extra": getattr(exc, "extra", None),

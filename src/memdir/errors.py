@@ -45,12 +45,13 @@ class UsageError(MemdirError, ValueError):
     """The caller asked for something memdir cannot do as asked."""
 
 
-class MissingExtraError(UsageError, ImportError):
+class MissingExtraError(UsageError, ModuleNotFoundError):
     """A part of memdir was used without the optional dependencies it needs.
 
     One error for every integration, model provider and backend, whose message names
-    the extra that installs what is missing. It is an :class:`ImportError` too, so code
-    that guards an optional import with ``except ImportError`` keeps working.
+    the extra that installs what is missing. It is a :class:`ModuleNotFoundError` (so an
+    :class:`ImportError`) too, so code that guards an optional import with either keeps
+    working.
     """
 
     def __init__(self, feature: str, extra: str, reason: str | None = None) -> None:

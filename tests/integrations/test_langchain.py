@@ -38,6 +38,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
+from memdir.errors import MissingExtraError
 from memdir.extract import ExtractConfig
 from memdir.integrations.langchain import (
     MemdirMiddleware,
@@ -829,7 +830,7 @@ def test_the_example_agent_remembers(tmp_path: Path) -> None:
 def test_without_langchain_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "memdir.integrations.langchain")
     monkeypatch.setitem(sys.modules, "langchain.agents.middleware", None)
-    with pytest.raises(ModuleNotFoundError, match=r"memdir\[langchain\]"):
+    with pytest.raises(MissingExtraError, match=r"memdir\[langchain\]"):
         importlib.import_module("memdir.integrations.langchain")
 
 

@@ -33,6 +33,7 @@ from agents.testing import ScriptedModel as AgentsScriptedModel
 from agents.testing import assistant_message
 from openai import AsyncOpenAI
 
+from memdir.errors import MissingExtraError
 from memdir.extract import ExtractConfig, MemorySaved
 from memdir.extract._standalone import STANDALONE_SYSTEM_PROMPT
 from memdir.integrations.openai_agents import (
@@ -602,7 +603,7 @@ def test_without_the_sdk_the_error_names_the_extra(monkeypatch: pytest.MonkeyPat
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    with pytest.raises(ModuleNotFoundError, match=r"pip install 'memdir\[openai-agents\]'"):
+    with pytest.raises(MissingExtraError, match=r"pip install 'memdir\[openai-agents\]'"):
         spec.loader.exec_module(module)
 
 
