@@ -200,3 +200,19 @@ def _memory_file(word: str) -> str:
         f"---\nname: Code word {word}\ndescription: a code word the user gave\n"
         f"type: user\n---\n\nThe user's code word is {word}.\n"
     )
+
+
+def assert_saved_once_across_a_restart(
+    script: MemoryAgentScript, before: int, memory: Path
+) -> None:
+    """After a restart over the same conversation: one memory run, shown only the new turn
+    (the user's words and the answer), the new fact saved, and no fact indexed twice."""
+    after = script.memory_requests[before:]
+    assert [new_count(body) for body in after] == [2]
+    assert sorted(p.name for p in memory.glob("code_*.md")) == [
+        "code_alpha.md",
+        "code_bravo.md",
+        "code_charlie.md",
+    ]
+    lines = index_lines(memory)
+    assert len(lines) == len(set(lines)) == 3, lines

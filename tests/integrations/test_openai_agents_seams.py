@@ -33,6 +33,7 @@ from memdir.testing import FakeOpenAIServer, RecordedRequest
 from tests.integrations._seams import (
     DEPLOYS_LINE,
     MemoryAgentScript,
+    assert_saved_once_across_a_restart,
     attempts_on_a_closed_client,
     code_word,
     index_lines,
@@ -117,16 +118,7 @@ def test_a_restart_over_the_same_session_saves_each_fact_once_and_the_new_one(
         asyncio.run(process(server, [code_word("charlie")]))
         server.assert_no_errors()
 
-    after = script.memory_requests[before:]
-    # One run after the restart, shown only the new turn (the user's words and the answer).
-    assert [new_count(body) for body in after] == [2]
-    assert sorted(p.name for p in memory.glob("code_*.md")) == [
-        "code_alpha.md",
-        "code_bravo.md",
-        "code_charlie.md",
-    ]
-    lines = index_lines(memory)
-    assert len(lines) == len(set(lines)) == 3, lines
+    assert_saved_once_across_a_restart(script, before, memory)
 
 
 # --- 2. a client closed before drain() --------------------------------------------------------
