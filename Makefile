@@ -33,6 +33,7 @@ bench:
 	$(PY) bench/secret_guard.py
 	$(PY) bench/scale_out.py
 	$(PY) bench/openai_agents_turn.py
+	$(PY) bench/first_turn_loop.py
 	$(PY) bench/cache_share.py
 	$(PY) bench/cost_vs_mem0.py
 	$(PY) bench/burst.py
