@@ -1392,3 +1392,77 @@ def test_no_client_is_built_on_the_hosts_loop(
         asyncio.run(main())
         server.assert_no_errors()
     assert_memories(memory, [ANA])
+
+
+class ResponsesHost:
+    """A gateway's transport for a Responses-API agent: ``/responses`` answered here,
+    anything else (memdir's Chat Completions requests) sent on to the fake server; every
+    request's headers kept."""
+
+    def __init__(self) -> None:
+        import httpx
+
+        self.inner = httpx.AsyncHTTPTransport()
+        self.responses: list[dict[str, Any]] = []
+        self.answer = responses_server(["Noted."], self.responses)
+        self.headers: list[tuple[str, dict[str, str]]] = []
+
+    async def handle_async_request(self, request: Any) -> Any:
+        self.headers.append((request.url.path, dict(request.headers)))
+        if request.url.path.endswith("/responses"):
+            await request.aread()
+            return self.answer.handle_request(request)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def test_a_responses_api_host_closed_before_drain_keeps_its_settings(tmp_path: Path) -> None:
+    """The SDK's default model (the Responses API) inside ``async with AsyncOpenAI(...)``,
+    closed before ``drain()``: the standalone memory run still goes out, through the
+    host's transport with its organization, project and headers, and saves the fact."""
+    import httpx
+    from agents import OpenAIResponsesModel
+
+    memory = tmp_path / "memory"
+    sink = CollectingSink()
+    hooks = MemdirRunHooks(memory, sink=sink)
+    host = ResponsesHost()
+    with FakeOpenAIServer(handler=Script(memory), model=MODEL) as server:
+
+        async def main() -> None:
+            http = httpx.AsyncClient(transport=host)  # type: ignore[arg-type]
+            async with AsyncOpenAI(
+                base_url=server.base_url,
+                api_key="test",
+                organization="org-acme",
+                project="proj_memory",
+                default_headers={"X-Gateway-Key": "k-123"},
+                http_client=http,  # type: ignore[arg-type]  # plain httpx: the SDK takes it
+            ) as client:
+                agent = Agent(
+                    name="support",
+                    instructions=INSTRUCTIONS,
+                    model=OpenAIResponsesModel(MODEL, client),
+                    tools=hooks.tools(),
+                )
+                await Runner.run(agent, TURNS[0], hooks=hooks)
+            assert client.is_closed()
+            await hooks.drain()
+
+        asyncio.run(main())
+        server.assert_no_errors()
+        requests = server.requests
+
+    assert not sink.named("extract.error")
+    assert [r.fields["mode"] for r in sink.named("extract.run")] == ["standalone"]
+    assert_memories(memory, [ANA])
+    assert len(host.responses) == 1  # the agent's own turn
+    ours = [headers for path, headers in host.headers if path.endswith("/chat/completions")]
+    assert ours
+    assert len(ours) == len(requests)  # every memory request went through the host's transport
+    for headers in ours:
+        assert headers["openai-organization"] == "org-acme"
+        assert headers["openai-project"] == "proj_memory"
+        assert headers["x-gateway-key"] == "k-123"
