@@ -38,24 +38,12 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+from _child_server import openai_server_in_child
+
 MODEL = "gpt-4.1-mini"
 INSTRUCTIONS = "You are the support agent of a data platform. Answer briefly. " * 40
 QUESTION = "I'm Ana; we always use polars here. What's new?"
 FRAMEWORKS = ("openai-agents", "pydantic-ai", "langchain")
-
-_SERVER = """
-import json, sys
-from memdir.testing import FakeOpenAIServer
-
-def handler(body):
-    text = json.dumps(body["messages"][-1])
-    return "Nothing worth saving." if "memory agent" in text else "Noted."
-
-server = FakeOpenAIServer(handler=handler, model=sys.argv[1]).start()
-print(server.base_url, flush=True)
-sys.stdin.read()
-server.stop()
-"""
 
 
 _TICK = 0.0005
@@ -203,15 +191,7 @@ def main() -> None:
         worst = asyncio.run(_case(args.case, args.memdir == "True", args.base_url))
         print(json.dumps({"worst": worst}))
         return
-    child = subprocess.Popen(
-        [sys.executable, "-c", _SERVER, MODEL],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        base_url = child.stdout.readline().strip()
+    with openai_server_in_child(MODEL) as base_url:
         print(
             f"worst loop stall on a new conversation's first turn "
             f"(median of {args.repeat} fresh processes)"
@@ -225,10 +205,6 @@ def main() -> None:
                 with_.append(_run_case(framework, True, base_url))
             a, b = statistics.median(without) * 1000, statistics.median(with_) * 1000
             print(f"{framework:>14} {a:>12.1f} ms {b:>9.1f} ms {b - a:>8.1f} ms")
-    finally:
-        if child.stdin is not None:
-            child.stdin.close()
-        child.wait(timeout=60)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -34,27 +32,13 @@ import agents
 from agents import Agent, OpenAIChatCompletionsModel, Runner, TResponseInputItem
 from openai import AsyncOpenAI
 
+from _child_server import openai_server_in_child
 from memdir.extract import ExtractConfig
 from memdir.integrations import openai_agents
 from memdir.integrations.openai_agents import MemdirRunHooks
 
 MODEL = "gpt-4.1-mini"
 INSTRUCTIONS = "You are the support agent of a data platform. Answer briefly. " * 40
-
-
-_SERVER = """
-import json, sys
-from memdir.testing import FakeOpenAIServer
-
-def handler(body):
-    text = json.dumps(body["messages"][-1])
-    return "Nothing worth saving." if "memory agent" in text else "Noted."
-
-server = FakeOpenAIServer(handler=handler, model=sys.argv[1]).start()
-print(server.base_url, flush=True)
-sys.stdin.read()
-server.stop()
-"""
 
 
 def history(size: int) -> list[TResponseInputItem]:
@@ -149,20 +133,8 @@ def main() -> None:
     agents.set_tracing_disabled(True)
     print(f"memdir's OpenAI Agents hooks on the host's run ({args.turns} turns per size)")
     print(f"{'items':>6} {'run, no hooks':>14} {'run, hooks':>11} {'ratio':>6} {'in hooks':>9}")
-    child = subprocess.Popen(
-        [sys.executable, "-c", _SERVER, MODEL],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        base_url = child.stdout.readline().strip()
+    with openai_server_in_child(MODEL) as base_url:
         results = {size: asyncio.run(measure(base_url, size, args.turns)) for size in sizes}
-    finally:
-        if child.stdin is not None:
-            child.stdin.close()
-        child.wait(timeout=60)
     for size, r in results.items():
         print(
             f"{size:>6} {r['plain'] * 1000:>11.1f} ms {r['hooked'] * 1000:>8.1f} ms "
