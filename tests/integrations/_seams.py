@@ -216,3 +216,14 @@ def assert_saved_once_across_a_restart(
     ]
     lines = index_lines(memory)
     assert len(lines) == len(set(lines)) == 3, lines
+
+
+def assert_the_last_turn_saved_without_retries(
+    records: Sequence[logging.LogRecord], script: MemoryAgentScript, memory: Path
+) -> None:
+    """After a host client closed before drain(): the closed client was tried once at
+    most, never retried, and the last turn's memory was saved by one memory run."""
+    assert attempts_on_a_closed_client(records) <= 1
+    assert (memory / "code_delta.md").exists(), "the last turn's memory was lost"
+    assert index_lines(memory) == ["- [Code word delta](code_delta.md) — a code word"]
+    assert len(script.memory_requests) == 1
