@@ -5,8 +5,10 @@
 - :func:`memory_reminder` / :func:`memory_reminder_message`: the ``MEMORY.md`` index in
   a ``<system-reminder>``, for a user message at the start of a conversation.
 - :func:`select_relevant_memories`: the few memory files that help with a query, chosen
-  by a model or by a lexical ranking, read up to a cap and framed with their age;
-  :class:`SurfaceBudget` caps how much one session surfaces.
+  by a model (the memory list first, as a cached prefix; a JSON-schema answer) or by a
+  lexical ranking, read up to a cap and framed as possibly relevant, with their path and
+  age; :class:`SurfaceBudget` caps how much one session surfaces and holds the
+  selector's conversation.
 """
 
 from memdir.recall._prompt import (
@@ -16,7 +18,10 @@ from memdir.recall._prompt import (
     memory_reminder_message,
 )
 from memdir.recall._select import (
+    DEFAULT_SELECTOR_MODEL,
     MAX_SURFACED,
+    SELECTION_SCHEMA,
+    SELECTOR_MAX_TOKENS,
     SESSION_SURFACE_BUDGET,
     SURFACE_MAX_BYTES,
     SURFACE_MAX_LINES,
@@ -26,7 +31,10 @@ from memdir.recall._select import (
 )
 
 __all__ = [
+    "DEFAULT_SELECTOR_MODEL",
     "MAX_SURFACED",
+    "SELECTION_SCHEMA",
+    "SELECTOR_MAX_TOKENS",
     "SESSION_SURFACE_BUDGET",
     "SURFACE_MAX_BYTES",
     "SURFACE_MAX_LINES",
