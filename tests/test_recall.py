@@ -164,8 +164,12 @@ def test_reminder_applies_the_line_cap_with_its_warning(tmp_path: Path) -> None:
     text = memory_reminder(tmp_path)
 
     assert "entry 199" in text
-    assert "entry 200" not in text
-    assert "WARNING: MEMORY.md is 250 lines (limit: 200)" in text
+    # Line 201 is quoted in the warning, to say where the rest starts; nothing after it.
+    assert "entry 200\n" not in text
+    assert "entry 201" not in text
+    assert "WARNING: MEMORY.md has 250 lines, over the 200-line limit" in text
+    assert '50 of its 250 lines were left out, from line 201 ("- [m200]' in text
+    assert f"Read {tmp_path / 'MEMORY.md'} for the rest" in text
 
 
 def test_team_reminder_wraps_the_team_index_apart(tmp_path: Path) -> None:
