@@ -28,11 +28,14 @@ from memdir.recall import (
     SELECTOR_MAX_TOKENS,
     SESSION_SURFACE_BUDGET,
     SURFACE_MAX_LINES,
+    MemoryStamp,
     SurfaceBudget,
     SurfacedMemory,
+    memory_change_notice,
     memory_prompt,
     memory_reminder,
     memory_reminder_message,
+    memory_stamp,
     select_relevant_memories,
 )
 from memdir.store import MemoryDir
@@ -712,3 +715,63 @@ def test_recall_command_asks_the_selector_model_by_default(
     assert body["model"] == DEFAULT_SELECTOR_MODEL == "claude-sonnet-5-5"
     assert "Recalled from memory as possibly relevant" in result.stdout
     assert f"Memory: {memories / 'polars.md'} (saved " in result.stdout
+
+
+# --- memory changed during a conversation ------------------------------------------------
+
+
+def test_a_stamp_sees_files_saved_rewritten_and_deleted(tmp_path: Path) -> None:
+    write_memory(tmp_path, "polars.md", "polars dataframes")
+    write_memory(tmp_path, "deploys.md", "release train")
+    (tmp_path / "MEMORY.md").write_text("- [Polars](polars.md) — dataframes\n", "utf-8")
+    (tmp_path / ".memdir").mkdir()
+    before = memory_stamp(tmp_path)
+    assert memory_stamp(tmp_path) == before
+    assert memory_change_notice(tmp_path, before, memory_stamp(tmp_path)) is None
+    # memdir's own bookkeeping is not memory.
+    (tmp_path / ".memdir" / "state.md").write_text("x", "utf-8")
+    assert memory_stamp(tmp_path) == before
+
+    write_memory(tmp_path, "team/oncall.md", "pager rota")
+    (tmp_path / "deploys.md").unlink()
+    (tmp_path / "polars.md").write_text("---\nname: polars\n---\n\nPolars 2.\n", "utf-8")
+    notice = memory_change_notice(tmp_path, before, memory_stamp(tmp_path))
+
+    assert notice is not None
+    assert notice.startswith("<system-reminder>\n")
+    assert notice.endswith("\n</system-reminder>")
+    assert f"Memory in {tmp_path}{os.sep} changed since this conversation loaded it" in notice
+    assert "saved team/oncall.md; updated polars.md; deleted deploys.md." in notice
+    # The index itself did not change: memories read earlier may be stale.
+    assert "MEMORY.md loaded at the start" not in notice
+    assert "read it again before relying on it" in notice
+
+
+def test_a_changed_index_makes_the_loaded_copy_stale(tmp_path: Path) -> None:
+    index = tmp_path / "MEMORY.md"
+    index.write_text("- [Polars](polars.md) — dataframes\n", "utf-8")
+    before = memory_stamp(tmp_path)
+    write_memory(tmp_path, "deploys.md", "release train")
+    index.write_text("- [Polars](polars.md) — dataframes\n- [Deploys](deploys.md) — days\n")
+    notice = memory_change_notice(tmp_path, before, memory_stamp(tmp_path))
+
+    assert notice is not None
+    assert "saved deploys.md; updated MEMORY.md." in notice
+    assert (
+        "The copy of MEMORY.md loaded at the start of this conversation is out of date. "
+        f"Read {index} again if you need what it says now."
+    ) in notice
+    assert "mention it to the user only if it bears on what they asked" in notice
+
+
+def test_a_notice_names_ten_files_and_counts_the_rest(tmp_path: Path) -> None:
+    before = memory_stamp(tmp_path / "memory")  # a folder not there yet: nothing in it
+    assert before == MemoryStamp()
+    for i in range(14):
+        write_memory(tmp_path / "memory", f"m{i:02d}.md", f"memory {i}")
+    notice = memory_change_notice(tmp_path / "memory", before, memory_stamp(tmp_path / "memory"))
+
+    assert notice is not None
+    assert "saved m00.md, m01.md" in notice
+    assert "m09.md and 4 more." in notice
+    assert "m10.md" not in notice

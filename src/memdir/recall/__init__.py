@@ -9,8 +9,12 @@
   lexical ranking, read up to a cap and framed as possibly relevant, with their path and
   age; :class:`SurfaceBudget` caps how much one session surfaces and holds the
   selector's conversation.
+- :func:`memory_stamp` / :func:`memory_change_notice`: a stamp of the memory folder taken
+  when a conversation loads memory, and the note telling the model, at a later request,
+  that memory changed since and its loaded copy of ``MEMORY.md`` is stale.
 """
 
+from memdir.recall._changes import MemoryStamp, memory_change_notice, memory_stamp
 from memdir.recall._prompt import (
     MemoryDirLike,
     memory_prompt,
@@ -39,10 +43,13 @@ __all__ = [
     "SURFACE_MAX_BYTES",
     "SURFACE_MAX_LINES",
     "MemoryDirLike",
+    "MemoryStamp",
     "SurfaceBudget",
     "SurfacedMemory",
+    "memory_change_notice",
     "memory_prompt",
     "memory_reminder",
     "memory_reminder_message",
+    "memory_stamp",
     "select_relevant_memories",
 ]
