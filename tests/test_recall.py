@@ -39,7 +39,7 @@ from memdir.recall import (
     select_relevant_memories,
 )
 from memdir.store import MemoryDir
-from memdir.testing import FakeAnthropicServer, FakeOpenAIServer, ScriptedModel
+from memdir.testing import FakeAnthropicServer, FakeOpenAIServer, Fault, ScriptedModel
 
 NOW = datetime(2031, 7, 9, 12, 0, tzinfo=UTC)
 
@@ -775,3 +775,38 @@ def test_a_notice_names_ten_files_and_counts_the_rest(tmp_path: Path) -> None:
     assert "saved m00.md, m01.md" in notice
     assert "m09.md and 4 more." in notice
     assert "m10.md" not in notice
+
+
+def test_a_server_that_refuses_structured_output_is_asked_in_plain_text(memories: Path) -> None:
+    def answer(body: dict[str, Any]) -> Fault | str:
+        if "output_config" in body:
+            return Fault(
+                status=400,
+                body={
+                    "type": "error",
+                    "error": {
+                        "type": "invalid_request_error",
+                        "message": "output_config: unknown field",
+                    },
+                },
+            )
+        return "Sure: " + selection("polars.md")
+
+    async def one_query(url: str) -> list[SurfacedMemory]:
+        model = AnthropicModel(
+            "claude-test", api_key="k", base_url=url, retry=RetryPolicy(max_retries=0)
+        )
+        try:
+            return await select_relevant_memories("which dataframe library?", memories, model)
+        finally:
+            await model.aclose()
+
+    with FakeAnthropicServer(handler=answer) as server:
+        found = asyncio.run(one_query(server.base_url))
+        refused, plain = (r.body for r in server.requests)
+
+    assert [m.filename for m in found] == ["polars.md"]
+    assert "output_config" in refused
+    assert "output_config" not in plain
+    assert plain["max_tokens"] == 2560
+    assert plain["messages"] == refused["messages"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import dataclasses
 import json
 import logging
 import math
@@ -377,7 +378,15 @@ async def _ask_model(
         cache_points=(0,),
     )
     try:
-        response = await model.request(request)
+        try:
+            response = await model.request(request)
+        except ModelError as exc:
+            if exc.status != 400:
+                raise
+            # A server that refuses structured output (an older gateway, a local model)
+            # is asked once more without it: the instructions ask for the JSON anyway.
+            plain = {"max_tokens": SELECTOR_MAX_TOKENS}
+            response = await model.request(dataclasses.replace(request, params=plain))
     except Exception as exc:
         if strict:
             if isinstance(exc, ModelError):
