@@ -135,9 +135,7 @@ def test_an_installed_hook_saves_memories_with_memdir_off_path(claude_cli: Claud
     program = command.split()[0]
     assert os.path.isabs(program)
     assert command.endswith(" hook claude-code")
-    assert all(
-        not os.path.exists(os.path.join(d, "memdir")) for d in BARE_PATH.split(os.pathsep)
-    )
+    assert all(not os.path.exists(os.path.join(d, "memdir")) for d in BARE_PATH.split(os.pathsep))
 
     run, model, folder = session(claude_cli)
 
