@@ -616,3 +616,13 @@ def test_install_checks_the_switches(project: Path, user_settings: Path) -> None
     assert "autoMemoryEnabled is false" in switches["message"]
     assert json.loads(user_settings.read_text())["autoMemoryEnabled"] is False
     assert install_hook(user_settings, hook_command()).changed is False
+
+
+def test_the_readme_installs_from_the_source_tree() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert "pip install 'memdir[" not in readme  # memdir is not on a package index
+    section = readme.partition("## Use it as Claude Code's Stop hook")[2].partition("\n## ")[0]
+    assert "installed from its source tree" in section
+    line = section.partition("```bash\n")[2].partition("\n```")[0]
+    assert "pip install -e '.[cli," in line
+    assert line.endswith(".venv/bin/memdir install claude-code")
