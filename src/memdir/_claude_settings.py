@@ -8,11 +8,11 @@ safe mode (``CLAUDE_CODE_SAFE_MODE`` or ``--safe-mode``) turns memory off; then
 ``CLAUDE_CODE_DISABLE_AUTO_MEMORY`` decides when it is truthy (off) or falsy (on, whatever
 the settings say); then ``CLAUDE_CODE_SIMPLE`` (what ``--bare`` sets) and a remote session
 with no memory folder turn it off; otherwise ``autoMemoryEnabled`` in the merged settings
-(policy over local over project over user), true by default. ``--bare`` and safe mode also
-skip every hook from the settings files, so the hook never sees those two unless an
-organisation's managed settings install it; ``autoMemoryEnabled`` given with
-``--settings`` on the command line is invisible to a hook (nothing in its input or
-environment carries it).
+(policy over ``--settings`` over local over project over user), true by default. ``--bare``
+and safe mode also skip every hook from the settings files, so the hook never sees those
+two unless an organisation's managed settings install it. Settings given with
+``claude --settings`` reach a hook through nothing but the Claude Code process's own
+command line, which is read where the system shows it (Linux's ``/proc``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import stat
 import sys
 import unicodedata
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ __all__ = [
     "DISABLE_AUTO_MEMORY_ENV",
     "SAFE_MODE_ENV",
     "SIMPLE_ENV",
+    "SettingsSource",
     "claude_config_home",
     "falsy",
     "home_dir",
@@ -38,6 +40,7 @@ __all__ = [
     "memory_switched_off",
     "read_settings",
     "settings_files",
+    "settings_sources",
     "truthy",
 ]
 
@@ -155,6 +158,80 @@ def settings_files(
     ]
 
 
+@dataclass(frozen=True)
+class SettingsSource:
+    """One of Claude Code's settings that exists and holds a JSON object."""
+
+    scope: str
+    """managed, flag (``claude --settings``), local, project or user."""
+    where: str
+    """The file it was read from, or the ``--settings`` argument when that is JSON."""
+    settings: dict[str, Any]
+    """What it holds."""
+
+
+def _flag_settings(env: Mapping[str, str]) -> SettingsSource | None:
+    """``claude --settings FILE_OR_JSON`` of the Claude Code process running this hook.
+
+    Nothing in a hook's input or environment carries these settings, but the environment
+    names the process (``CLAUDE_PID``), whose command line and working directory Linux
+    shows under ``/proc``; elsewhere, or outside a hook, there is nothing to read. The
+    last ``--settings`` before a ``--`` counts; a relative file is relative to that
+    process's working directory.
+    """
+    pid = env.get("CLAUDE_PID", "")
+    if not pid.isdigit():
+        return None
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return None
+    value = None
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == "--settings" and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith("--settings="):
+            value = arg.partition("=")[2]
+    if value is None:
+        return None
+    if value.strip().startswith("{"):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return None
+        found = parsed if isinstance(parsed, dict) else None
+        where = f"claude --settings {value.strip()}"
+    else:
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            return None
+        path = Path(cwd, os.path.expanduser(value))
+        found, where = read_settings(path), f"{path} (claude --settings)"
+    return SettingsSource("flag", where, found) if found is not None else None
+
+
+def settings_sources(
+    project: str | os.PathLike[str], env: Mapping[str, str] | None = None
+) -> list[SettingsSource]:
+    """The settings Claude Code merges for a session in ``project``, strongest first:
+    managed (policy), ``claude --settings`` (only where it can be read, see
+    :func:`_flag_settings`), local, project, user; those that do not exist left out."""
+    env = os.environ if env is None else env
+    found = []
+    for scope, path in settings_files(project, env):
+        if scope == "local":
+            flag = _flag_settings(env)
+            if flag is not None:
+                found.append(flag)
+        settings = read_settings(path)
+        if settings is not None:
+            found.append(SettingsSource(scope, str(path), settings))
+    return found
+
+
 def memory_switched_off(
     cwd: str | os.PathLike[str], env: Mapping[str, str] | None = None
 ) -> str | None:
@@ -176,9 +253,10 @@ def memory_switched_off(
         return f"bare mode ({SIMPLE_ENV}={env[SIMPLE_ENV]}, set by claude --bare)"
     if env.get(_REMOTE_ENV) and not env.get(_REMOTE_BASE_ENV) and not env.get(_COWORK_OVERRIDE_ENV):
         return f"a remote session ({_REMOTE_ENV}) with no {_REMOTE_BASE_ENV}"
-    for scope, path in settings_files(cwd, env):
-        settings = read_settings(path)
-        value = settings.get("autoMemoryEnabled") if settings is not None else None
+    for source in settings_sources(cwd, env):
+        value = source.settings.get("autoMemoryEnabled")
         if isinstance(value, bool):
-            return None if value else f"autoMemoryEnabled is false in {path} ({scope} settings)"
+            if value:
+                return None
+            return f"autoMemoryEnabled is false in {source.where} ({source.scope} settings)"
     return None

@@ -31,8 +31,7 @@ from typing import Any, Literal
 from memdir._claude_settings import (
     claude_config_home,
     memory_switched_off,
-    read_settings,
-    settings_files,
+    settings_sources,
 )
 from memdir.errors import MemdirError, UsageError
 
@@ -294,21 +293,10 @@ class InstalledHook:
 
     scope: str
     """managed, local, project or user."""
-    path: Path
-    """The settings file."""
+    where: str
+    """The settings file (or ``claude --settings`` argument) it is in."""
     command: str
     """The hook's command line."""
-
-
-def _settings_chain(
-    project: str | os.PathLike[str], env: Mapping[str, str]
-) -> list[tuple[str, Path, dict[str, Any]]]:
-    found = []
-    for scope, path in settings_files(project, env):
-        settings = read_settings(path)
-        if settings is not None:
-            found.append((scope, path, settings))
-    return found
 
 
 def hook_env(
@@ -318,8 +306,8 @@ def hook_env(
     the variables of the settings files' ``env`` objects on top, as Claude Code sets
     them for its hooks (the strongest file last)."""
     merged = dict(os.environ if env is None else env)
-    for _scope, _path, settings in reversed(_settings_chain(project, merged)):
-        values = settings.get("env")
+    for source in reversed(settings_sources(project, merged)):
+        values = source.settings.get("env")
         if isinstance(values, dict):
             merged.update({k: str(v) for k, v in values.items() if isinstance(k, str)})
     return merged
@@ -331,14 +319,18 @@ def find_hooks(
     """memdir's Stop hooks in Claude Code's settings files for ``project``."""
     env = os.environ if env is None else env
     hooks = []
-    for scope, path, settings in _settings_chain(project, env):
-        groups = settings.get("hooks")
+    for source in settings_sources(project, env):
+        groups = source.settings.get("hooks")
         stop = groups.get("Stop") if isinstance(groups, dict) else None
         for group in stop if isinstance(stop, list) else ():
             entries = group.get("hooks") if isinstance(group, dict) else None
             for entry in entries if isinstance(entries, list) else ():
                 if _is_memdir_entry(entry):
-                    hooks.append(InstalledHook(scope=scope, path=path, command=entry["command"]))
+                    hooks.append(
+                        InstalledHook(
+                            scope=source.scope, where=source.where, command=entry["command"]
+                        )
+                    )
     return hooks
 
 
@@ -385,18 +377,18 @@ def check_hook(project: str | os.PathLike[str], env: Mapping[str, str] | None = 
             ok=False,
             message="no memdir Stop hook in Claude Code's settings; run memdir install claude-code",
         )
-    for scope, path, settings in _settings_chain(project, env):
-        if settings.get("disableAllHooks") is True:
+    for source in settings_sources(project, env):
+        if source.settings.get("disableAllHooks") is True:
             return Finding(
                 check="hook",
                 ok=False,
-                message=f"disableAllHooks is true in {path} ({scope} settings)",
+                message=f"disableAllHooks is true in {source.where} ({source.scope} settings)",
             )
     problems = [(hook, _runnable(hook.command, env)) for hook in hooks]
-    broken = [f"{hook.path}: {why}" for hook, why in problems if why is not None]
+    broken = [f"{hook.where}: {why}" for hook, why in problems if why is not None]
     if broken:
         return Finding(check="hook", ok=False, message="; ".join(broken))
-    where = ", ".join(f"{hook.path} ({hook.scope})" for hook in hooks)
+    where = ", ".join(f"{hook.where} ({hook.scope})" for hook in hooks)
     extra = f" ({len(hooks)} entries: each runs after every answer)" if len(hooks) > 1 else ""
     return Finding(check="hook", ok=True, message=f"{hooks[0].command} in {where}{extra}")
 
@@ -525,16 +517,16 @@ def memory_folder(
     cowork = env.get("CLAUDE_COWORK_MEMORY_PATH_OVERRIDE")
     if cowork and os.path.normpath(cowork) == str(folder):
         return folder, "$CLAUDE_COWORK_MEMORY_PATH_OVERRIDE"
-    for scope, path, settings in _settings_chain(project, env):
-        value = settings.get("autoMemoryDirectory")
-        if scope == "project" or not isinstance(value, str):
-            continue  # Claude Code takes no folder from settings a repository ships
+    for source in settings_sources(project, env):
+        value = source.settings.get("autoMemoryDirectory")
+        if source.scope in ("project", "flag") or not isinstance(value, str):
+            continue  # read from neither (see memdir.store.default_memory_dir)
         if folder.parent.parent.name == "projects" and folder.name == "memory":
             return folder, (
-                f"Claude Code's folder for the project: autoMemoryDirectory in {path} "
+                f"Claude Code's folder for the project: autoMemoryDirectory in {source.where} "
                 f"({value!r}) is not usable"
             )
-        return folder, f"autoMemoryDirectory in {path} ({scope} settings)"
+        return folder, f"autoMemoryDirectory in {source.where} ({source.scope} settings)"
     real = os.path.realpath(os.path.expanduser(os.fspath(project)))
     root = canonical_git_root(real)
     base = "$CLAUDE_CONFIG_DIR" if env.get("CLAUDE_CONFIG_DIR") is not None else "~/.claude"

@@ -169,14 +169,24 @@ class Off:
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     args: tuple[str, ...] = ()
     user_settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    local_settings: Mapping[str, Any] | None = None
+    files: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """Files to write in the project (name: JSON content)."""
     hook_runs: bool = True
     """Whether Claude Code still runs the hook (it skips settings hooks in bare and safe mode)."""
 
 
 SWITCHES = [
     Off("autoMemoryEnabled false (user)", user_settings={"autoMemoryEnabled": False}),
-    Off("autoMemoryEnabled false (local)", local_settings={"autoMemoryEnabled": False}),
+    Off(
+        "autoMemoryEnabled false (local)",
+        files={".claude/settings.local.json": {"autoMemoryEnabled": False}},
+    ),
+    Off("claude --settings JSON", args=("--settings", '{"autoMemoryEnabled": false}')),
+    Off(
+        "claude --settings FILE",
+        args=("--settings", "no-memory.json"),
+        files={"no-memory.json": {"autoMemoryEnabled": False}},
+    ),
     Off("CLAUDE_CODE_DISABLE_AUTO_MEMORY", env={"CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1"}),
     Off("CLAUDE_CODE_DISABLE_AUTO_MEMORY=true", env={"CLAUDE_CODE_DISABLE_AUTO_MEMORY": "true"}),
     Off("--bare", args=("--bare",), hook_runs=False),
@@ -192,10 +202,10 @@ def test_with_memory_switched_off_nothing_is_sent_or_written(
     install(claude_cli)
     settings = claude_cli.home / ".claude" / "settings.json"
     settings.write_text(json.dumps({**json.loads(settings.read_text()), **off.user_settings}))
-    if off.local_settings is not None:
-        local = claude_cli.project / ".claude" / "settings.local.json"
-        local.parent.mkdir()
-        local.write_text(json.dumps(off.local_settings))
+    for name, content in off.files.items():
+        path = claude_cli.project / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(content))
 
     run, model, folder = session(claude_cli, env_extra=off.env, args=off.args)
 

@@ -626,3 +626,40 @@ def test_the_readme_installs_from_the_source_tree() -> None:
     line = section.partition("```bash\n")[2].partition("\n```")[0]
     assert "pip install -e '.[cli," in line
     assert line.endswith(".venv/bin/memdir install claude-code")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+@pytest.mark.parametrize(
+    ("args", "off"),
+    [
+        (["--settings", '{"autoMemoryEnabled": false}'], "claude --settings"),
+        (['--settings={"autoMemoryEnabled": false}'], "claude --settings"),
+        (["--settings", "off.json"], "off.json (claude --settings)"),
+        (["--settings", '{"autoMemoryEnabled": true}'], None),
+        (["--", "--settings", '{"autoMemoryEnabled": false}'], None),
+    ],
+)
+def test_claude_settings_on_the_command_line_are_read_from_its_process(
+    project: Path, args: list[str], off: str | None
+) -> None:
+    (project / "off.json").write_text('{"autoMemoryEnabled": false}')
+    # A stand-in for the Claude Code process: its command line and working directory.
+    claude = subprocess.Popen(
+        [sys.executable, "-c", "print('ready', flush=True); input()", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=project,
+        text=True,
+    )
+    try:
+        assert claude.stdout is not None
+        assert claude.stdout.readline() == "ready\n"  # its command line is in place
+        env = {"HOME": str(project), "CLAUDE_PID": str(claude.pid)}
+        reason = memory_switched_off(project, env)
+    finally:
+        claude.communicate("\n", timeout=60)
+    if off is None:
+        assert reason is None
+    else:
+        assert reason is not None
+        assert off in reason
