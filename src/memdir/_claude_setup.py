@@ -22,6 +22,7 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -78,6 +79,8 @@ _FAILURE = re.compile(
     r"^(?:extraction failed|run failed|extraction not started|no model can)|\bcannot\b"
 )
 _OFF = "memory is off"
+# Seconds ``memdir --version`` may take: a cold start on a loaded machine, with margin.
+_START_TIMEOUT = 60.0
 
 
 # -- the command ---------------------------------------------------------------------------
@@ -350,11 +353,39 @@ def _runnable(command: str, env: Mapping[str, str]) -> str | None:
                 f"{program!r} is not on PATH, so Claude Code cannot start it; run "
                 "memdir install claude-code to write an absolute path"
             )
-        return None
-    if not os.path.isfile(program):
+        program = found
+    elif not os.path.isfile(program):
         return f"{program} does not exist (memdir moved or was uninstalled?)"
-    if not os.access(program, os.X_OK):
+    elif not os.access(program, os.X_OK):
         return f"{program} is not executable"
+    return _starts(words, program, env)
+
+
+def _starts(words: list[str], program: str, env: Mapping[str, str]) -> str | None:
+    """Why the memdir of a hook command fails to start (``--version``), or None.
+
+    A script can be in place while the package behind it is gone (an editable install
+    whose clone was moved), so the program is run, as far as the word before ``hook``.
+    """
+    head = next(
+        (words[:i] for i in range(len(words) - 1) if words[i : i + 2] == ["hook", "claude-code"]),
+        words[:1],
+    )
+    try:
+        done = subprocess.run(
+            [program, *head[1:], "--version"],
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=_START_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{' '.join(head)} does not start: {exc}"
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        return f"{' '.join(head)} does not start: {last}"
     return None
 
 
@@ -484,7 +515,7 @@ def check_model(
         return Finding(
             check="model",
             ok=True,
-            message="the default: the model of the Claude Code session that just answered",
+            message="memdir's default (no --model in the hook, no MEMDIR_MODEL)",
         )
     provider = spec.partition(":")[0]
     if provider not in ("anthropic", "openai", "offline") or (

@@ -663,3 +663,29 @@ def test_claude_settings_on_the_command_line_are_read_from_its_process(
     else:
         assert reason is not None
         assert off in reason
+
+
+def test_doctor_runs_the_hooks_memdir(
+    project: Path, user_settings: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The script is there, but the package behind it is gone (a moved editable clone).
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    script = project / "venv" / "bin" / "memdir"
+    script.parent.mkdir(parents=True)
+    script.write_text(
+        "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'memdir'\" >&2\nexit 1\n"
+    )
+    script.chmod(0o755)
+    install_hook(user_settings, f"{script} hook claude-code")
+    code, found, _ = doctor(project)
+    assert code == 1
+    assert found["hook"]["message"] == (
+        f"{user_settings}: {script} does not start: ModuleNotFoundError: No module named 'memdir'"
+    )
+
+
+def test_the_log_name_is_the_workers() -> None:
+    from memdir._claude_setup import HOOK_LOG_NAME
+    from memdir.state import HOOK_LOG_NAME as WORKERS
+
+    assert HOOK_LOG_NAME == WORKERS
