@@ -648,6 +648,15 @@ class HookRun:
                 return line.partition(" ")[2]
         return None
 
+    @property
+    def summary(self) -> str:
+        """The run in one line: why it failed, or what it did (its session line)."""
+        if self.reason is not None:
+            return self.reason
+        texts = [line.partition(" ")[2] for line in self.lines]
+        done = [t for t in texts if re.match(r"session \S+: ", t)]
+        return done[-1] if done else texts[-1] if texts else ""
+
     def as_json(self) -> dict[str, Any]:
         return {
             "started": self.started,

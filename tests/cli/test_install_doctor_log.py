@@ -441,13 +441,15 @@ def test_log_shows_each_run_and_why_one_failed(tmp_path: Path) -> None:
     assert code == 0
     heads = [line for line in out.splitlines() if not line.startswith(" ")]
     assert heads == [
-        "2026-12-04T05:00:00.000Z  OK         saved /m/a.md",
+        "2026-12-04T05:00:00.000Z  OK         session s1: 1 turn(s), 1 run(s) (standalone), "
+        "2 memory(ies) saved, 0 failed; input 10 + 0 from cache, output 5 tokens",
         "2026-12-04T05:01:00.000Z  FAILED     run failed (retried next time): "
         "ModelError: 401 invalid x-api-key",
         "2026-12-04T05:02:00.000Z  OFF        " + OFF_RUN.partition(" ")[2].strip(),
         "2026-12-04T05:03:00.000Z  UNFINISHED started for /t.jsonl (pid 3)",
     ]
     assert "    started for /t.jsonl (pid 1)" in out
+    assert out.count("memory is off") == 1  # a one-line run is not repeated
 
     code, out, _ = run("log", "--memory-dir", str(memory), "-n", "1")
     assert [line for line in out.splitlines() if not line.startswith(" ")] == [heads[-1]]

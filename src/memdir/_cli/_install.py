@@ -181,9 +181,9 @@ def log_command(
     """Show the Claude Code hook's recent runs, and why any failed.
 
     Each run is one line: its time, OK, FAILED, OFF (Claude Code's memory was switched
-    off) or UNFINISHED (still running, or stopped before it said), and what it did; the
-    run's own log lines follow, indented. The log is .memdir/hook.log in the memory
-    folder.
+    off) or UNFINISHED (still running, or stopped before it said), and what it did or
+    why it failed; the run's own log lines follow, indented. The log is
+    .memdir/hook.log in the memory folder.
     """
     if memory_dir is None:
         hooks = find_hooks(project)
@@ -213,7 +213,7 @@ _COLOURS = {"ok": "green", "failed": "red", "off": "yellow", "unfinished": "yell
 
 def _echo_run(run: HookRun) -> None:
     label = click.style(f"{run.outcome.upper():10}", fg=_COLOURS[run.outcome], bold=True)
-    summary = run.reason if run.outcome == "failed" else run.lines[-1].partition(" ")[2]
-    click.echo(f"{run.started}  {label} {summary}")
-    for line in run.lines:
-        click.echo(f"    {line.partition(' ')[2]}")
+    click.echo(f"{run.started}  {label} {run.summary}")
+    if len(run.lines) > 1:
+        for line in run.lines:
+            click.echo(f"    {line.partition(' ')[2]}")
