@@ -9,10 +9,10 @@ safe mode (``CLAUDE_CODE_SAFE_MODE`` or ``--safe-mode``) turns memory off; then
 the settings say); then ``CLAUDE_CODE_SIMPLE`` (what ``--bare`` sets) and a remote session
 with no memory folder turn it off; otherwise ``autoMemoryEnabled`` in the merged settings
 (policy over ``--settings`` over local over project over user), true by default. ``--bare``
-and safe mode also skip every hook from the settings files, so the hook never sees those
-two unless an organisation's managed settings install it. Settings given with
-``claude --settings`` reach a hook through nothing but the Claude Code process's own
-command line, which is read where the system shows it (Linux's ``/proc``).
+and safe mode also skip every hook from the settings files, so the hook sees those two
+only when an organisation's managed settings install it. ``--safe-mode``, and settings
+given with ``claude --settings``, reach a hook through nothing but the Claude Code
+process's own command line, which is read where the system shows it (Linux's ``/proc``).
 """
 
 from __future__ import annotations
@@ -170,26 +170,52 @@ class SettingsSource:
     """What it holds."""
 
 
-def _flag_settings(env: Mapping[str, str]) -> SettingsSource | None:
-    """``claude --settings FILE_OR_JSON`` of the Claude Code process running this hook.
+def _claude_args(env: Mapping[str, str]) -> tuple[list[str], str] | None:
+    """The command-line arguments (up to a ``--``) of the Claude Code process running
+    this hook, and its ``/proc`` folder; None where they cannot be read.
 
-    Nothing in a hook's input or environment carries these settings, but the environment
-    names the process (``CLAUDE_PID``), whose command line and working directory Linux
-    shows under ``/proc``; elsewhere, or outside a hook, there is nothing to read. The
-    last ``--settings`` before a ``--`` counts; a relative file is relative to that
-    process's working directory.
+    Nothing in a hook's input or environment carries Claude Code's flags, but the
+    environment names the process (``CLAUDE_PID``), whose command line and working
+    directory Linux shows under ``/proc``; elsewhere, or outside a hook, there is
+    nothing to read.
     """
     pid = env.get("CLAUDE_PID", "")
     if not pid.isdigit():
         return None
+    proc = f"/proc/{pid}"
     try:
-        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        args = Path(proc, "cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
         return None
+    return (args[: args.index("--")] if "--" in args else args), proc
+
+
+def _flag_switch(env: Mapping[str, str]) -> str | None:
+    """``--bare`` or ``--safe-mode`` when the Claude Code process was started with it.
+
+    Both skip the hooks of the settings files, but an organisation's managed hooks still
+    run, and ``--safe-mode`` (unlike ``--bare``) sets nothing in the environment.
+    """
+    found = _claude_args(env)
+    if found is None:
+        return None
+    args = found[0]
+    for flag, what in (("--safe-mode", "safe mode"), ("--bare", "bare mode")):
+        if flag in args:
+            return f"{what} (claude {flag})"
+    return None
+
+
+def _flag_settings(env: Mapping[str, str]) -> SettingsSource | None:
+    """``claude --settings FILE_OR_JSON`` of the Claude Code process running this hook
+    (see :func:`_claude_args`). The last ``--settings`` counts; a relative file is
+    relative to that process's working directory."""
+    found = _claude_args(env)
+    if found is None:
+        return None
+    args, proc = found
     value = None
     for i, arg in enumerate(args):
-        if arg == "--":
-            break
         if arg == "--settings" and i + 1 < len(args):
             value = args[i + 1]
         elif arg.startswith("--settings="):
@@ -201,16 +227,16 @@ def _flag_settings(env: Mapping[str, str]) -> SettingsSource | None:
             parsed = json.loads(value)
         except ValueError:
             return None
-        found = parsed if isinstance(parsed, dict) else None
+        settings = parsed if isinstance(parsed, dict) else None
         where = f"claude --settings {value.strip()}"
     else:
         try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
+            cwd = os.readlink(f"{proc}/cwd")
         except OSError:
             return None
         path = Path(cwd, os.path.expanduser(value))
-        found, where = read_settings(path), f"{path} (claude --settings)"
-    return SettingsSource("flag", where, found) if found is not None else None
+        settings, where = read_settings(path), f"{path} (claude --settings)"
+    return SettingsSource("flag", where, settings) if settings is not None else None
 
 
 def settings_sources(
@@ -244,6 +270,9 @@ def memory_switched_off(
     env = os.environ if env is None else env
     if truthy(env.get(SAFE_MODE_ENV)):
         return f"safe mode ({SAFE_MODE_ENV}={env[SAFE_MODE_ENV]})"
+    flag = _flag_switch(env)
+    if flag is not None and flag.startswith("safe"):
+        return flag
     switch = env.get(DISABLE_AUTO_MEMORY_ENV)
     if truthy(switch):
         return f"{DISABLE_AUTO_MEMORY_ENV}={switch}"
@@ -251,6 +280,8 @@ def memory_switched_off(
         return None  # forced on: Claude Code then ignores the settings below
     if truthy(env.get(SIMPLE_ENV)):
         return f"bare mode ({SIMPLE_ENV}={env[SIMPLE_ENV]}, set by claude --bare)"
+    if flag is not None:
+        return flag
     if env.get(_REMOTE_ENV) and not env.get(_REMOTE_BASE_ENV) and not env.get(_COWORK_OVERRIDE_ENV):
         return f"a remote session ({_REMOTE_ENV}) with no {_REMOTE_BASE_ENV}"
     for source in settings_sources(cwd, env):

@@ -639,9 +639,13 @@ def test_the_readme_installs_from_the_source_tree() -> None:
         (["--settings", "off.json"], "off.json (claude --settings)"),
         (["--settings", '{"autoMemoryEnabled": true}'], None),
         (["--", "--settings", '{"autoMemoryEnabled": false}'], None),
+        # Managed hooks still run in these modes; --safe-mode leaves no trace in the env.
+        (["--safe-mode"], "safe mode (claude --safe-mode)"),
+        (["--bare"], "bare mode (claude --bare)"),
+        (["--", "--bare"], None),
     ],
 )
-def test_claude_settings_on_the_command_line_are_read_from_its_process(
+def test_claudes_command_line_is_read_from_its_process(
     project: Path, args: list[str], off: str | None
 ) -> None:
     (project / "off.json").write_text('{"autoMemoryEnabled": false}')
