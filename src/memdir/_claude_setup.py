@@ -437,17 +437,20 @@ def _cli_reachable(env: Mapping[str, str]) -> str | None:
 
 
 def check_credentials(
-    project: str | os.PathLike[str], env: Mapping[str, str] | None = None
+    project: str | os.PathLike[str],
+    env: Mapping[str, str] | None = None,
+    command: str | None = None,
 ) -> Finding:
     """What the hook would call a model with: a key in its environment (the settings'
-    ``env`` included), or the user's Claude Code login."""
+    ``env`` included), or the user's Claude Code login; none for the offline engine
+    (``--model offline`` in its ``command``, or ``$MEMDIR_MODEL``)."""
     env = hook_env(project, env)
-    model = env.get("MEMDIR_MODEL", "")
+    model = (hook_option(command, "--model") if command else None) or env.get("MEMDIR_MODEL", "")
     if model.partition(":")[0] == "offline":
         return Finding(
             check="credentials",
             ok=True,
-            message="none needed: MEMDIR_MODEL asks for the offline rule-based engine",
+            message="none needed: the hook asks for the offline rule-based engine",
         )
     for name, what in (
         ("MEMDIR_ANTHROPIC_API_KEY", "memdir's own Anthropic key (memory billed to it)"),
@@ -724,7 +727,7 @@ def doctor_findings(
     command = hooks[0].command if hooks else None
     findings = [
         check_hook(project, env),
-        check_credentials(project, env),
+        check_credentials(project, env, command),
         check_model(project, env, command),
         check_memory_folder(project, env, command),
         check_switches(project, env),

@@ -695,3 +695,13 @@ def test_the_log_name_is_the_workers() -> None:
     from memdir.state import HOOK_LOG_NAME as WORKERS
 
     assert HOOK_LOG_NAME == WORKERS
+
+
+def test_doctor_needs_no_credentials_for_an_offline_hook(
+    project: Path, user_settings: Path
+) -> None:
+    install_hook(user_settings, f"{hook_command()} --model offline")
+    code, found, _ = doctor(project)
+    assert code == 0, found
+    assert found["credentials"]["message"].startswith("none needed")
+    assert found["model"]["message"] == "offline (--model in the hook's command)"
