@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memdir._claude_setup import hook_memory_off
+
 __all__ = ["ANSWER_TAIL_CHARS", "HookOptions", "job_from", "parse_options", "run", "start"]
 
 # The events memdir acts on. Claude Code runs Stop hooks after the main agent's answer;
@@ -127,6 +129,8 @@ def start(payload: object, options: HookOptions, *, env: Mapping[str, str] | Non
         return
     if isinstance(job, str):
         _notice(job)
+        return
+    if hook_memory_off(job, env):  # Claude Code's memory is off: neither start nor write
         return
     workdir = job["cwd"] if job["cwd"] and os.path.isdir(job["cwd"]) else None
     try:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from memdir._claude_setup import hook_memory_off
 from memdir._hook_entry import ANSWER_TAIL_CHARS
 from memdir._private import make_private_dirs, open_private
 from memdir.errors import MemdirError, one_line
@@ -169,6 +170,8 @@ def load_settled(
 
 def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
     """Do one hook job; returns the exit status (0 done, 1 failed, 2 unusable job)."""
+    if hook_memory_off(job, note_folder=stream is None):  # Claude Code's memory is off
+        return 0
     try:
         memory_root = memory_root_for(job)
     except MemdirError as exc:

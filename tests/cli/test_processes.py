@@ -138,12 +138,14 @@ def test_the_hooks_log_is_timestamped_and_says_why_a_run_failed(tmp_path: Path) 
     )
     assert (done.returncode, done.stdout) == (0, "")
     lines = (memory / ".memdir" / "hook.log").read_text().splitlines()
-    assert len(lines) == 2, lines
+    assert len(lines) == 3, lines
     for line in lines:
         stamp = line.split(" ", 1)[0]
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp), line
-    assert "extraction failed" in lines[1]
-    assert "gone.jsonl" in lines[1]
+    # Which folder the run used and why, then the run itself.
+    assert lines[0].endswith(f"memory folder {memory} (--memory-dir in the hook's command)")
+    assert "extraction failed" in lines[2]
+    assert "gone.jsonl" in lines[2]
 
 
 def test_the_hook_starts_without_a_provider_sdk_or_click(tmp_path: Path) -> None:
