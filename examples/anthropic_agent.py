@@ -4,7 +4,7 @@ After every final answer the agent reports the turn to a ``MemoryExtractor``, wh
 memory agent in the background — inside this agent's own prompt cache — and prints a
 notice when it saved something. On exit it waits for that work to finish.
 
-    pip install 'memdir[anthropic]'
+    pip install -e '.[anthropic]'   # in memdir's source tree
     export ANTHROPIC_API_KEY=...
     python examples/anthropic_agent.py --model claude-sonnet-4-5
 

@@ -6,7 +6,7 @@ prints a notice when it saved something. The agent gets Anthropic's ``memory`` t
 look memories up (and to save one itself when asked to); before exiting, the script waits
 for the last extraction.
 
-    pip install 'memdir[langchain]' langchain-anthropic
+    pip install -e '.[langchain]' langchain-anthropic   # in memdir's source tree
     export ANTHROPIC_API_KEY=...
     python examples/langchain_agent.py "I'm Ana; always use polars, never pandas."
 

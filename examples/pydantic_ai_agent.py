@@ -3,7 +3,7 @@
 After each answer memdir's memory agent runs in the background, inside this agent's own
 prompt cache, and a line says what it saved. On exit the last extraction is waited for.
 
-    pip install 'memdir[pydantic-ai]' 'pydantic-ai-slim[anthropic]'
+    pip install -e '.[pydantic-ai]' 'pydantic-ai-slim[anthropic]'   # in memdir's source tree
     export ANTHROPIC_API_KEY=...
     python examples/pydantic_ai_agent.py --model claude-sonnet-4-5
 

@@ -1,6 +1,6 @@
 """Quickstart: automatic memory for an agent loop on the Anthropic API.
 
-    pip install 'memdir[anthropic]'
+    pip install -e '.[anthropic]'   # in memdir's source tree
     export ANTHROPIC_API_KEY=...
     python examples/quickstart.py [MEMORY_DIR]
 

@@ -27,7 +27,7 @@ Code's memory directory holds ``MEMORY.md`` and the memory files at its root (se
 ``memdir.default_memory_dir(project_root)``.
 
 This is the one module of memdir that imports ``anthropic`` (and ``anyio``, which the SDK
-depends on) at load time; ``pip install 'memdir[anthropic]'`` provides both.
+depends on) at load time; the ``[anthropic]`` extra installs both.
 """
 
 from __future__ import annotations
