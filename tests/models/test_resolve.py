@@ -97,7 +97,8 @@ def test_the_memdir_key_goes_before_the_hosts_credentials(
         },
     )
     assert headers["authorization"] == "Bearer memory-key"
-    assert "host-key" not in str(headers) and "gateway-token" not in str(headers)
+    assert "host-key" not in str(headers)
+    assert "gateway-token" not in str(headers)
 
 
 def test_openai_spec() -> None:

@@ -151,9 +151,9 @@ def choose_model(
     spec = model_spec(option, host=host)
     if spec is None:
         fail(NO_MODEL, kind="credentials")
-    retired = retirement(host) if host is not None else None
-    if retired is not None and not quiet and not option and not os.environ.get(MEMDIR_MODEL_ENV):
-        click.echo(f"memdir: the session's model {retired}; extracting with {spec}", err=True)
+    named = option or os.environ.get(MEMDIR_MODEL_ENV)
+    if host is not None and not named and not quiet and retirement(host) is not None:
+        click.echo(f"memdir: the session's model {host} is retired; using {spec}", err=True)
     return model_for(spec, base_url)
 
 

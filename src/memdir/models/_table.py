@@ -241,15 +241,15 @@ MODEL_FAMILIES: tuple[ModelFamily, ...] = (
     _claude("claude-opus-4-5", "Opus 4.5", 4096, _T5_25, _K, 64_000, "2027-01-22"),
     _claude("claude-opus-4-1", "Opus 4.1", 1024, _T15_75, _K, 32_000, **_DROPS),
     _claude("claude-opus-4-0", "Opus 4", 1024, _T15_75, _K, 32_000, "2026-06-15", **_DROPS),
-    # Opus 4's dated name, claude-opus-4-20250514.
-    _claude("claude-opus-4-2025", "Opus 4", 1024, _T15_75, _K, 32_000, "2026-06-15", **_DROPS),
+    # Opus 4's short and dated names (claude-opus-4, claude-opus-4-20250514).
+    _claude("claude-opus-4", "Opus 4", 1024, _T15_75, _K, 32_000, "2026-06-15", **_DROPS),
     _claude("claude-sonnet-5-5", "Sonnet 5.5", 1024, _T2_10_READ_0_10, _M, 128_000),
     _claude("claude-sonnet-5", "Sonnet 5", 1024, _T2_10, _M, 128_000),
     _claude("claude-sonnet-4-6", "Sonnet 4.6", 2048, _T3_15, max_output=128_000),
     _claude("claude-sonnet-4-5", "Sonnet 4.5", 1024, _T3_15, _K, 64_000, "2026-11-30", **_DROPS),
     _claude("claude-sonnet-4-0", "Sonnet 4", 1024, _T3_15, _K, 64_000, "2026-06-15", **_DROPS),
-    # Sonnet 4's dated name, claude-sonnet-4-20250514.
-    _claude("claude-sonnet-4-2025", "Sonnet 4", 1024, _T3_15, _K, 64_000, "2026-06-15", **_DROPS),
+    # Sonnet 4's short and dated names (claude-sonnet-4, claude-sonnet-4-20250514).
+    _claude("claude-sonnet-4", "Sonnet 4", 1024, _T3_15, _K, 64_000, "2026-06-15", **_DROPS),
     _claude("claude-3-7-sonnet", "3.7 Sonnet", 1024, _T3_15, _K, 64_000, "2026-02-19", **_DROPS),
     _claude("claude-3-5-sonnet", "3.5 Sonnet", 1024, _T3_15, _K, 8192, "2025-10-28", **_DROPS),
     _claude("claude-3-opus", "3 Opus", 1024, None, retired="2026-01-05", **_DROPS),
