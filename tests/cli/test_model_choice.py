@@ -3,6 +3,7 @@ and never the offline engine unless asked for."""
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from click.testing import CliRunner
 
 from memdir._cli import cli
 from memdir._cli._common import NO_MODEL, default_spec_for, model_spec
-from memdir.models import DEFAULT_ANTHROPIC_MODEL
+from memdir.models import DEFAULT_ANTHROPIC_MODEL, _table
 from memdir.testing import FakeAnthropicServer
 from memdir.transcripts import load_transcript
 from tests.cli.conftest import TURNS, write_session
@@ -92,6 +93,24 @@ def test_a_model_named_goes_before_the_hosts(
     monkeypatch.setenv("MEMDIR_MODEL", "anthropic:claude-fable-5-2")
     asked, _ = models_asked(tmp_path / "again", monkeypatch, "claude-opus-5-5")
     assert asked == ["claude-fable-5-2"]
+
+
+# The SDK warns too (a DeprecationWarning, which Python shows no one by default).
+@pytest.mark.filterwarnings("ignore:The model 'claude-opus-4-5' is deprecated:DeprecationWarning")
+def test_a_model_to_be_retired_is_announced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_table, "_today", lambda: datetime.date(2026, 12, 4))
+    asked, err = models_asked(tmp_path, monkeypatch, None, "--model", "anthropic:claude-opus-4-5")
+    assert asked == ["claude-opus-4-5"]
+    assert err == (
+        "memdir: claude-opus-4-5 (Claude Opus 4.5) will be retired on January 22, 2027; "
+        "use anthropic:claude-opus-5-5\n"
+    )
+    monkeypatch.setattr(_table, "_today", lambda: datetime.date(2027, 1, 22))
+    result = CliRunner().invoke(cli, ["dream", "--force", "--model", "anthropic:claude-opus-4-5"])
+    assert result.exit_code == 2
+    assert "was retired on January 22, 2027" in result.stderr
 
 
 def test_the_memdir_key_alone_is_enough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,7 @@ from memdir.models import (
     in_service,
     model_family,
     retirement,
+    upcoming_retirement,
 )
 from memdir.models._table import LATEST_PER_FAMILY
 
@@ -155,3 +156,12 @@ def test_prices_follow_the_list_prices() -> None:
     assert model_family("claude-opus-5-5").prices.cache_read == 0.05
     assert model_family("claude-sonnet-4-6").prices.cache_read == 0.1
     assert model_family("claude-haiku-5-5").list_prices is not None
+
+
+def test_a_retirement_to_come_is_announced_until_the_day() -> None:
+    assert upcoming_retirement("anthropic:claude-opus-4-5", today=datetime.date(2027, 1, 21)) == (
+        "claude-opus-4-5 (Claude Opus 4.5) will be retired on January 22, 2027; "
+        "use anthropic:claude-opus-5-5"
+    )
+    assert upcoming_retirement("claude-opus-4-5", today=datetime.date(2027, 1, 22)) is None
+    assert upcoming_retirement("claude-opus-5-5") is None

@@ -23,6 +23,7 @@ from memdir.models import (
     provider_of,
     resolve_model,
     retirement,
+    upcoming_retirement,
 )
 from memdir.models._anthropic import MEMDIR_ANTHROPIC_API_KEY_ENV
 from memdir.store import ENTRYPOINT_NAME, MEMDIR_DIR_ENV, MemoryDir, default_memory_dir
@@ -146,7 +147,8 @@ def choose_model(
 ) -> Model:
     """The model for a command, or stop with one line when there is none to run
     (:data:`NO_MODEL`). With ``transcript``, the default is its host's own model; when
-    that one is retired, its replacement, said on stderr unless ``quiet``."""
+    that one is retired, its replacement, said on stderr unless ``quiet``, as is the day
+    a model still served will be retired."""
     host = host_model(transcript) if transcript is not None else None
     spec = model_spec(option, host=host)
     if spec is None:
@@ -154,7 +156,11 @@ def choose_model(
     named = option or os.environ.get(MEMDIR_MODEL_ENV)
     if host is not None and not named and not quiet and retirement(host) is not None:
         click.echo(f"memdir: the session's model {host} is retired; using {spec}", err=True)
-    return model_for(spec, base_url)
+    model = model_for(spec, base_url)
+    soon = upcoming_retirement(spec) if ":" in spec else None
+    if soon is not None and not quiet:
+        click.echo(f"memdir: {soon}", err=True)
+    return model
 
 
 class ModelChoice:

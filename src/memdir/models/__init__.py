@@ -28,6 +28,7 @@ from memdir.models._table import (
     model_family,
     provider_of,
     retirement,
+    upcoming_retirement,
 )
 from memdir.models._types import Model, ModelRequest, ModelResponse, SystemPrompt, Usage
 
@@ -53,6 +54,7 @@ __all__ = [
     "provider_of",
     "resolve_model",
     "retirement",
+    "upcoming_retirement",
 ]
 
 _PROVIDERS = ("anthropic", "openai")

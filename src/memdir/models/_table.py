@@ -45,6 +45,7 @@ __all__ = [
     "model_family",
     "provider_of",
     "retirement",
+    "upcoming_retirement",
 ]
 
 Provider: TypeAlias = Literal["anthropic", "openai"]
@@ -362,6 +363,22 @@ def retirement(model_name: str, *, today: datetime.date | None = None) -> str | 
     instead = f"; use anthropic:{family.replacement} instead" if family.replacement else ""
     return (
         f"{name} ({family.label or 'this model'}) was retired on "
+        f"{_long_date(family.retired_on)}{instead}"
+    )
+
+
+def upcoming_retirement(model_name: str, *, today: datetime.date | None = None) -> str | None:
+    """The day ``model_name`` will be retired and its replacement, in one line, while it
+    is still served on ``today`` and a retirement day is set (Claude Code warns the same
+    way); None otherwise."""
+    if provider_of(model_name) != "anthropic":
+        return None
+    family = model_family(model_name, "anthropic")
+    if family.retired_on is None or (today or _today()) >= family.retired_on:
+        return None
+    instead = f"; use anthropic:{family.replacement}" if family.replacement else ""
+    return (
+        f"{_bare(model_name)} ({family.label or 'this model'}) will be retired on "
         f"{_long_date(family.retired_on)}{instead}"
     )
 
