@@ -45,7 +45,7 @@ def get_weather(city: str) -> str:
 async def main(
     prompts: Sequence[str],
     *,
-    model: str = "claude-sonnet-4-5",
+    model: str = "claude-sonnet-5-5",
     memory_dir: str | os.PathLike[str] | None = None,
     base_url: str | None = None,
     api_key: str | None = None,
@@ -77,7 +77,7 @@ async def main(
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("prompt", nargs="+")
-    parser.add_argument("--model", default="claude-sonnet-4-5")
+    parser.add_argument("--model", default="claude-sonnet-5-5")
     parser.add_argument("--memory-dir", help="default: where Claude Code keeps this project's")
     args = parser.parse_args()
     asyncio.run(main(args.prompt, model=args.model, memory_dir=args.memory_dir))

@@ -27,7 +27,7 @@ from memdir import (
     resolve_model,
 )
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-5-5"
 SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly."
 TOOLS: list[ToolParam] = [
     {

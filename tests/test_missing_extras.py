@@ -61,7 +61,7 @@ CASES = [
         "anthropic model",
         ("anthropic",),
         "from memdir.models import AnthropicModel\n"
-        "AnthropicModel('claude-sonnet-4-5', api_key='k')",
+        "AnthropicModel('claude-sonnet-5-5', api_key='k')",
         "anthropic",
     ),
     Case(

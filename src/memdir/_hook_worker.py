@@ -92,20 +92,18 @@ async def extract_session(
     ``log``; 0 when every run succeeded, 1 when one failed, 2 when none could start (no
     credentials for the provider). ``model`` is a model, a spec, or
     None for the default (``$MEMDIR_MODEL``, then the provider whose key is set)."""
-    from memdir._cli._common import close_model, missing_credentials, model_spec
+    from memdir._cli._common import NO_MODEL, close_model, missing_credentials, model_spec
     from memdir._cli._run import extract_transcript
     from memdir.models import resolve_model
     from memdir.store import MemoryDir
 
     owned = model is None or isinstance(model, str)  # a model passed in is the caller's
     if isinstance(model, str) or model is None:
-        spec, fell_back = model_spec(model or None)
-        missing = missing_credentials(spec, base_url)
-        if missing is not None:
+        spec = model_spec(model or None)
+        missing = NO_MODEL if spec is None else missing_credentials(spec, base_url)
+        if spec is None or missing is not None:
             log.line(f"extraction not started: {missing}")
             return 2
-        if fell_back:
-            log.line("no model provider configured: using the offline rule-based model")
         model = resolve_model(spec, base_url=base_url)
     try:
         report = await extract_transcript(transcript, MemoryDir(memory_root), model, mode=mode)

@@ -26,6 +26,8 @@ def env_for(tmp_path: Path) -> dict[str, str]:
         if k
         not in (
             "ANTHROPIC_API_KEY",
+            "ANTHROPIC_AUTH_TOKEN",
+            "MEMDIR_ANTHROPIC_API_KEY",
             "OPENAI_API_KEY",
             "OPENAI_BASE_URL",
             "MEMDIR_MODEL",
@@ -55,7 +57,7 @@ def test_hook_writes_into_claude_codes_folder_for_the_cwd(tmp_path: Path) -> Non
         "hook_event_name": "Stop",
     }
     done = subprocess.run(
-        [*MEMDIR, "hook", "claude-code", "--timeout", "120"],
+        [*MEMDIR, "hook", "claude-code", "--model", "offline", "--timeout", "120"],
         input=json.dumps(hook_input),
         capture_output=True,
         text=True,
@@ -84,7 +86,7 @@ def test_hook_never_fails_the_session(tmp_path: Path) -> None:
         json.dumps({"transcript_path": str(tmp_path / "gone.jsonl"), "cwd": str(tmp_path)}),
     ):
         done = subprocess.run(
-            [*MEMDIR, "hook", "claude-code", "--timeout", "60"],
+            [*MEMDIR, "hook", "claude-code", "--model", "offline", "--timeout", "60"],
             input=stdin,
             capture_output=True,
             text=True,
@@ -107,7 +109,7 @@ def test_hook_ignores_other_events_and_a_stop_already_continuing(tmp_path: Path)
         {"hook_event_name": "PreToolUse"},
     ):
         done = subprocess.run(
-            [*MEMDIR, "hook", "claude-code", "--timeout", "60"],
+            [*MEMDIR, "hook", "claude-code", "--model", "offline", "--timeout", "60"],
             input=json.dumps({**base, **extra}),
             capture_output=True,
             text=True,
@@ -128,7 +130,17 @@ def test_the_hooks_log_is_timestamped_and_says_why_a_run_failed(tmp_path: Path) 
         "hook_event_name": "Stop",
     }
     done = subprocess.run(
-        [*MEMDIR, "hook", "claude-code", "--timeout", "60", "--memory-dir", str(memory)],
+        [
+            *MEMDIR,
+            "hook",
+            "claude-code",
+            "--model",
+            "offline",
+            "--timeout",
+            "60",
+            "--memory-dir",
+            str(memory),
+        ],
         input=json.dumps(hook_input),
         capture_output=True,
         text=True,
@@ -182,6 +194,8 @@ def test_watch_picks_up_an_appended_turn(tmp_path: Path) -> None:
             *MEMDIR,
             "watch",
             str(tmp_path),
+            "--model",
+            "offline",
             "--memory-dir",
             str(memory),
             "--interval",
@@ -224,7 +238,16 @@ def test_two_extract_processes_on_one_memory_dir(tmp_path: Path) -> None:
     second.write_text(text)
     procs = [
         subprocess.Popen(
-            [*MEMDIR, "extract", str(path), "--memory-dir", str(memory), "--json"],
+            [
+                *MEMDIR,
+                "extract",
+                str(path),
+                "--model",
+                "offline",
+                "--memory-dir",
+                str(memory),
+                "--json",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -271,7 +294,7 @@ def test_watch_reports_a_project_whose_memory_dir_is_unusable_and_goes_on(
     blocked.parent.mkdir(parents=True)
     blocked.write_text("not a folder\n")
     with subprocess.Popen(
-        [*MEMDIR, "watch", str(sessions), "--interval", "0.05", "--json"],
+        [*MEMDIR, "watch", str(sessions), "--model", "offline", "--interval", "0.05", "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

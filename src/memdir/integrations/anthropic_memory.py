@@ -11,7 +11,7 @@ containment, credential guard and Claude Code file layout::
     from memdir.integrations.anthropic_memory import MemdirMemoryTool
 
     runner = Anthropic().beta.messages.tool_runner(
-        model="claude-sonnet-4-5",
+        model="claude-sonnet-5-5",
         max_tokens=1024,
         tools=[MemdirMemoryTool(memory_dir)],
         messages=[{"role": "user", "content": "Remember that we deploy on Fridays."}],
