@@ -26,7 +26,36 @@ from memdir._cli._common import (
 )
 from memdir._cli._run import TranscriptReport, completed_turn_ends, extract_transcript
 from memdir.errors import TranscriptError
+from memdir.models._retry import UnreachableError
+from memdir.telemetry import Event
 from memdir.transcripts import Transcript, load_transcript
+
+
+class _UnreachableError(Exception):
+    """Stops a backfill whose provider cannot be reached: every later turn would fail
+    the same way, one request each, to report the same line."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _StopWhenUnreachable:
+    """The extractor's sink, watching for a run that failed because the endpoint cannot
+    be reached; :meth:`check`, called after each turn, then ends the backfill."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+
+    def __call__(self, event: Event) -> None:
+        if event.name == "extract.error" and event.fields.get("error_type") == (
+            UnreachableError.__name__
+        ):
+            self.reason = str(event.fields.get("reason") or "the provider cannot be reached")
+
+    def check(self) -> None:
+        if self.reason is not None:
+            raise _UnreachableError(self.reason)
 
 
 def _progress(total: int, enabled: bool) -> tuple[Any, Callable[[], object]]:
@@ -121,6 +150,11 @@ def extract_command(
     total = sum(len(completed_turn_ends(t.messages)) for t in loaded)
     show_bar = sys.stderr.isatty() and not (quiet or as_json)
     progress, advance = _progress(total, show_bar)
+    watch = _StopWhenUnreachable()
+
+    def after_turn() -> None:
+        advance()
+        watch.check()
 
     async def run_all() -> list[TranscriptReport]:
         reports = []
@@ -134,18 +168,24 @@ def extract_command(
                         every=every,
                         batch=batch,
                         team=team,
-                        on_turn=advance,
+                        sink=watch,
+                        on_turn=after_turn,
                     )
                 )
         finally:
             await close_model(model)
         return reports
 
-    if progress is not None:
-        with progress:
+    try:
+        if progress is not None:
+            with progress:
+                reports = asyncio.run(run_all())
+        else:
             reports = asyncio.run(run_all())
-    else:
-        reports = asyncio.run(run_all())
+    except _UnreachableError as stop:
+        # The turn that found it keeps its place (its cursor was not moved), so the next
+        # run starts there once the endpoint answers.
+        fail(f"{stop.reason} (nothing was saved from that turn on)", EXIT_FAILED, kind="model")
     failed = [detail for r in reports for detail in r.errors_detail]
     if as_json:
         out: dict[str, object] = {"transcripts": [r.as_dict() for r in reports]}
