@@ -15,6 +15,7 @@ from memdir._cli._common import (
     choose_model,
     close_model,
     every_option,
+    fail,
     find_memory_dir,
     json_option,
     memory_dir_option,
@@ -33,7 +34,7 @@ def _transcripts(paths: tuple[Path, ...]) -> list[Path]:
     session and are not followed on their own.
     """
     found: list[Path] = []
-    for path in paths:
+    for path in (p.expanduser() for p in paths):
         if path.is_dir():
             for candidate in sorted(path.rglob("*.jsonl")):
                 if "subagents" in candidate.parts or candidate.name.startswith("agent-"):
@@ -72,8 +73,13 @@ def watch_command(
     """Follow transcript files, or a Claude Code projects folder, and extract as turns end.
 
     Runs until interrupted (Ctrl-C), then waits for the extraction in progress to finish.
-    Each pass that did something prints one line (one JSON object with --json).
+    Each pass that did something prints one line (one JSON object with --json). Every
+    path must exist when the watch starts: a mistyped one would otherwise be watched, in
+    silence, forever.
     """
+    missing = [p for p in paths if not p.expanduser().exists()]
+    if missing:
+        fail(f"nothing to watch at {missing[0]}: no such file or folder")
     model = choose_model(model_option, base_url, quiet=as_json)
 
     def say(record: dict[str, object], text: str) -> None:
