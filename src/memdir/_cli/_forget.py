@@ -35,7 +35,8 @@ def _interactive() -> bool:
 def forget_command(
     name: str | None, yes: bool, undo: bool, memory_dir: Path | None, as_json: bool
 ) -> None:
-    """Forget the memory NAME (its file name, or its title) and its line in MEMORY.md.
+    """Forget the memory NAME and its line in MEMORY.md. NAME is its file name as `memdir
+    ls` shows it (with or without .md), or its title (from the file or from MEMORY.md).
 
     It asks first. --yes skips the question, and is needed when stdin is not a terminal:
     without it nothing is removed. Answering no removes nothing either. Both exit 2, as
