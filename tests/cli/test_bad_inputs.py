@@ -70,6 +70,12 @@ def _nothing(tmp: Path) -> None:
     return None
 
 
+def _empty_memory(tmp: Path) -> None:
+    """An existing, empty memory directory ``m``: commands that only read or tidy saved
+    memory refuse one that does not exist before anything else."""
+    (tmp / "m").mkdir()
+
+
 EXTRACT = ("extract", "{session}", "--model", "offline")
 CASES = [
     Case(
@@ -211,7 +217,7 @@ CASES = [
     ),
     Case(
         "dream-without-a-key",
-        _nothing,
+        _empty_memory,
         ("dream", "--force", "--model", "anthropic:claude-sonnet-4-5", "--memory-dir", "{tmp}/m"),
         2,
         "needs a key",
@@ -219,7 +225,7 @@ CASES = [
     ),
     Case(
         "recall-without-a-key",
-        _nothing,
+        _empty_memory,
         ("recall", "polars", "--model", "openai:gpt-4o", "--memory-dir", "{tmp}/m"),
         2,
         "needs a key",
@@ -345,6 +351,7 @@ def test_a_store_error_inside_a_command_is_one_line_not_a_traceback(
         raise StoreError(f"cannot read {self.root}: Input/output error")
 
     monkeypatch.setattr(MemoryDir, "scan", broken)
+    (tmp_path / "m").mkdir()
     code, out, err = run("ls", "--memory-dir", str(tmp_path / "m"), "--json")
     assert code == 2
     assert err == f"memdir: cannot read {tmp_path / 'm'}: Input/output error\n"

@@ -16,6 +16,7 @@ from memdir._cli._common import (
     memory_dir_option,
     print_json,
 )
+from memdir._cli._existing import existing_memory_dir
 from memdir.store import MemoryDir, MemoryHeader
 
 # ``[Title](file.md)`` in an index line: the title and where it points.
@@ -67,7 +68,7 @@ def _find(memory: MemoryDir, name: str) -> MemoryHeader:  # noqa: RET503 (fail()
 @json_option
 def ls_command(memory_dir: Path | None, as_json: bool) -> None:
     """List the memories, newest first, with their types and descriptions."""
-    memory = choose_memory_dir(memory_dir, None)
+    memory = existing_memory_dir(memory_dir, None)
     headers = memory.scan(limit=100_000)
     if as_json:
         print_json(
@@ -143,7 +144,7 @@ def _print_table(headers: list[MemoryHeader], now: float) -> None:
 def show_command(name: str, memory_dir: Path | None, as_json: bool) -> None:
     """Print the memory NAME: its file name as `memdir ls` shows it (with or without
     .md), or its title (from the file or from MEMORY.md)."""
-    memory = choose_memory_dir(memory_dir, None)
+    memory = existing_memory_dir(memory_dir, None)
     header = _find(memory, name)
     try:
         text = header.path.read_text(encoding="utf-8", errors="replace")
