@@ -24,9 +24,12 @@ from memdir._cli._common import (
     print_json,
     team_option,
 )
+from memdir._cli._plan import describe, new_turns, plan_extraction
 from memdir._cli._run import TranscriptReport, completed_turn_ends, extract_transcript
 from memdir.errors import TranscriptError
+from memdir.models import Model, OfflineModel
 from memdir.models._retry import UnreachableError
+from memdir.store import MemoryDir
 from memdir.telemetry import Event
 from memdir.transcripts import Transcript, load_transcript
 
@@ -56,6 +59,35 @@ class _StopWhenUnreachable:
     def check(self) -> None:
         if self.reason is not None:
             raise _UnreachableError(self.reason)
+
+
+LARGE_BACKFILL_TURNS = 200
+"""More new turns than this, with someone at a terminal, and extract asks first."""
+
+
+def _interactive() -> bool:
+    """Whether there is someone at a terminal to ask (the tests stand in for them)."""
+    stdin = sys.stdin
+    return stdin is not None and stdin.isatty()
+
+
+def _confirm_backfill(
+    targets: list[tuple[Transcript, MemoryDir]],
+    model: Model,
+    *,
+    every: int,
+    batch: bool,
+    team: bool,
+) -> None:
+    """Show what a large backfill would send and cost, and stop unless the user agrees."""
+    plans = asyncio.run(plan_extraction(targets, model, every=every, batch=batch, team=team))
+    click.echo(describe(plans, most=5), err=True)
+    runs = sum(len(p.runs) for p in plans)
+    tokens = sum(p.input_tokens for p in plans)
+    if not click.confirm(
+        f"Send {runs} run(s), ~{tokens:,} input tokens, to {model.name}?", default=False, err=True
+    ):
+        fail("not extracting: nothing was sent (--yes skips this question)")
 
 
 def _progress(total: int, enabled: bool) -> tuple[Any, Callable[[], object]]:
@@ -118,6 +150,17 @@ def _summary(report: TranscriptReport) -> str:
 @every_option
 @click.option("--batch", is_flag=True, help="One run over everything new (cheap backfills).")
 @team_option
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the runs it would make, their tokens and estimated cost; send and write nothing.",
+)
+@click.option(
+    "--yes",
+    "-y",
+    is_flag=True,
+    help=f"Do not ask before a backfill of more than {LARGE_BACKFILL_TURNS} turns.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @json_option
 def extract_command(
@@ -128,6 +171,8 @@ def extract_command(
     every: int,
     batch: bool,
     team: bool,
+    dry_run: bool,
+    yes: bool,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -138,6 +183,11 @@ def extract_command(
     The memory directory is --memory-dir, else $MEMDIR_DIR, else the one Claude Code uses
     for the session's working directory. Exit status: 0 done, 1 a run failed (it is
     retried next time), 2 bad usage or an unreadable transcript (nothing written).
+
+    --dry-run prints the runs it would make, with their input tokens and estimated cost
+    (in input-token equivalents of the model: cached reads cost less, output more), and
+    sends and writes nothing. At a terminal, a backfill of more than 200 new turns shows
+    that plan and asks first (--yes does not ask); without a terminal it goes ahead.
     """
     loaded: list[Transcript] = []
     for path in transcripts:
@@ -146,7 +196,17 @@ def extract_command(
         except TranscriptError as exc:
             fail(str(exc))
     model = choose_model(model_option, base_url, quiet=quiet or as_json)
-    targets = [(t, choose_memory_dir(memory_dir, t.cwd, write=True)) for t in loaded]
+    targets = [(t, choose_memory_dir(memory_dir, t.cwd, write=not dry_run)) for t in loaded]
+    if dry_run:
+        plans = asyncio.run(plan_extraction(targets, model, every=every, batch=batch, team=team))
+        if as_json:
+            print_json({"dry_run": True, "transcripts": [p.as_dict() for p in plans]})
+        else:
+            click.echo(describe(plans))
+        return
+    large = sum(new_turns(t, m) for t, m in targets) > LARGE_BACKFILL_TURNS
+    if large and not yes and not isinstance(model, OfflineModel) and _interactive():
+        _confirm_backfill(targets, model, every=every, batch=batch, team=team)
     total = sum(len(completed_turn_ends(t.messages)) for t in loaded)
     show_bar = sys.stderr.isatty() and not (quiet or as_json)
     progress, advance = _progress(total, show_bar)
