@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ from memdir._cli._common import (
 from memdir._cli._plan import describe, new_turns, plan_extraction
 from memdir._cli._run import TranscriptReport, completed_turn_ends, extract_transcript
 from memdir.errors import TranscriptError
-from memdir.models import Model, OfflineModel
+from memdir.models import Model, OfflineModel, RetryPolicy
 from memdir.models._retry import UnreachableError
 from memdir.store import MemoryDir
 from memdir.telemetry import Event
@@ -107,6 +108,22 @@ def _progress(total: int, enabled: bool) -> tuple[Any, Callable[[], object]]:
         task = progress.add_task("turns", total=total)
         return progress, lambda: progress.advance(task)
     return None, lambda: None
+
+
+def _announce_retries(model: Model, progress: Any) -> None:
+    """Have ``model`` say on stderr when it waits to try a request again (a 429, a 5xx, a
+    timeout), above the progress bar when there is one: a wait is not silence."""
+    policy = getattr(model, "retry", None)
+    if not isinstance(policy, RetryPolicy):
+        return
+
+    def say(line: str) -> None:
+        if progress is not None:
+            progress.console.print(f"memdir: {line}", markup=False, highlight=False)
+        else:
+            click.echo(f"memdir: {line}", err=True)
+
+    model.retry = dataclasses.replace(policy, on_retry=say)  # type: ignore[attr-defined]
 
 
 def _summary(report: TranscriptReport) -> str:
@@ -210,6 +227,8 @@ def extract_command(
     total = sum(len(completed_turn_ends(t.messages)) for t in loaded)
     show_bar = sys.stderr.isatty() and not (quiet or as_json)
     progress, advance = _progress(total, show_bar)
+    if not quiet:
+        _announce_retries(model, progress)
     watch = _StopWhenUnreachable()
 
     def after_turn() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import random
 import socket
@@ -49,6 +50,9 @@ class RetryPolicy:
     """Upper bound on one wait, including a provider's ``retry-after``."""
     jitter: float = 0.25
     """Random extra share of each wait, so many clients do not retry in lockstep."""
+    on_retry: Callable[[str], object] | None = None
+    """Told before each wait, in one line, what failed and when the next attempt comes,
+    so that a wait is not silence (``memdir extract`` prints it on stderr)."""
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
         """Seconds to wait before repeat number ``attempt`` (1-based)."""
@@ -99,7 +103,14 @@ async def with_retries(
                     f"{provider}: {failure.description} (gave up after {attempt} attempts)",
                     status=failure.status,
                 ) from failure.__cause__
-            await asyncio.sleep(policy.delay(attempt, failure.retry_after))
+            wait = policy.delay(attempt, failure.retry_after)
+            if policy.on_retry is not None:
+                with contextlib.suppress(Exception):  # a notice must not change the outcome
+                    policy.on_retry(
+                        f"{provider}: {failure.description}; trying again in {wait:.1f} s "
+                        f"(attempt {attempt + 1} of {policy.max_retries + 1})"
+                    )
+            await asyncio.sleep(wait)
 
 
 def retry_after(exc: Any) -> float | None:
