@@ -10,6 +10,10 @@ Costs are the planner's estimates (:class:`~memdir.cost.CostEstimate`) at the mo
 prices from :mod:`memdir.cost`, which are relative: one uncached input token of that
 model costs 1, so a cost reads as *input-token equivalents* (cache reads cost less,
 output more). They assume a typical run (a request or two, a short answer).
+
+One difference from the real run: a session's last turn may fork from the request Claude
+Code recorded, which needs the model's own client; the stand-in has none, so the plan
+prices that turn as a standalone run, the dearer way when the host's cache is warm.
 """
 
 from __future__ import annotations
