@@ -70,6 +70,12 @@ def _nothing(tmp: Path) -> None:
     return None
 
 
+def _empty_memory(tmp: Path) -> None:
+    """An existing, empty memory directory ``m``: commands that only read or tidy saved
+    memory refuse one that does not exist before anything else."""
+    (tmp / "m").mkdir()
+
+
 EXTRACT = ("extract", "{session}", "--model", "offline")
 CASES = [
     Case(
@@ -211,7 +217,7 @@ CASES = [
     ),
     Case(
         "dream-without-a-key",
-        _nothing,
+        _empty_memory,
         ("dream", "--force", "--model", "anthropic:claude-sonnet-5-5", "--memory-dir", "{tmp}/m"),
         2,
         "needs a key",
@@ -219,7 +225,7 @@ CASES = [
     ),
     Case(
         "recall-without-a-key",
-        _nothing,
+        _empty_memory,
         ("recall", "polars", "--model", "openai:gpt-4o", "--memory-dir", "{tmp}/m"),
         2,
         "needs a key",
@@ -237,7 +243,7 @@ CASES = [
     ),
     Case(
         "dream-without-any-model",
-        _nothing,
+        _empty_memory,
         ("dream", "--force", "--memory-dir", "{tmp}/m"),
         2,
         "or pass --model offline",
@@ -262,7 +268,7 @@ CASES = [
     ),
     Case(
         "retired-model-from-the-environment",
-        _nothing,
+        _empty_memory,
         ("dream", "--force", "--memory-dir", "{tmp}/m"),
         2,
         "claude-opus-4-0 (Claude Opus 4) was retired on June 15, 2026; "
@@ -390,6 +396,7 @@ def test_a_store_error_inside_a_command_is_one_line_not_a_traceback(
         raise StoreError(f"cannot read {self.root}: Input/output error")
 
     monkeypatch.setattr(MemoryDir, "scan", broken)
+    (tmp_path / "m").mkdir()
     code, out, err = run("ls", "--memory-dir", str(tmp_path / "m"), "--json")
     assert code == 2
     assert err == f"memdir: cannot read {tmp_path / 'm'}: Input/output error\n"
@@ -460,9 +467,11 @@ def test_a_refused_connection_is_a_model_error_without_a_status(
         "--json",
     )
     assert code == 1
-    error = json.loads(out)["transcripts"][0]["error"]
+    # The backfill stops at the first turn that finds nothing there: one error object.
+    error = json.loads(out)["error"]
     assert (error["kind"], error["status"]) == ("model", None)
-    assert "APIConnectionError" in error["message"] or "Connection" in error["message"]
+    # The cause, not the SDK's bare "Connection error.": it is not worth a retry.
+    assert "connection refused" in error["message"]
 
 
 def test_offline_token_figures_are_labelled_estimates(tmp_path: Path) -> None:

@@ -149,8 +149,9 @@ def test_ls_show_forget(tmp_path: Path) -> None:
     run("extract", str(session), "--memory-dir", str(memory))
     code, out, _ = run("ls", "--memory-dir", str(memory))
     assert code == 0
-    assert out.split("\n")[0].split() == ["name", "type", "age", "description"]
-    row = next(line for line in out.splitlines() if line.startswith("user-role "))
+    # The file name, whole: what show and forget take.
+    assert out.split("\n")[0].split() == ["file", "type", "age", "description"]
+    row = next(line for line in out.splitlines() if line.startswith("user_role.md "))
     assert row.split()[1:4] == ["user", "just", "now"]
     code, out, _ = run("ls", "--memory-dir", str(memory), "--json")
     listed = json.loads(out)["memories"]

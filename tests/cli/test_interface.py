@@ -171,7 +171,7 @@ def test_dream_while_another_pass_holds_the_lock_is_not_called_not_yet(tmp_path:
     assert err == "memdir: consolidation did not run: another consolidation pass is running\n"
 
 
-def test_ls_is_a_table_of_name_type_age_and_description(tmp_path: Path) -> None:
+def test_ls_is_a_table_of_file_type_age_and_description(tmp_path: Path) -> None:
     memory = _memories(tmp_path / "m", 2)
     old = memory / "project_service_0.md"
     three_days = old.stat().st_mtime - 3 * 86400
@@ -179,11 +179,12 @@ def test_ls_is_a_table_of_name_type_age_and_description(tmp_path: Path) -> None:
     code, out, _ = run("ls", "--memory-dir", str(memory))
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["name", "type", "age", "description"]
+    # The file name, whole: what show and forget take.
+    assert lines[0].split() == ["file", "type", "age", "description"]
     rows = {line.split()[0]: line for line in lines[1:]}
-    assert rows["service-0"].split()[1:5] == ["project", "3", "days", "The"]
-    assert rows["service-1"].split()[1:4] == ["project", "just", "now"]
-    assert "The kafka consumer service number 0" in rows["service-0"]
+    assert rows["project_service_0.md"].split()[1:5] == ["project", "3", "days", "The"]
+    assert rows["project_service_1.md"].split()[1:4] == ["project", "just", "now"]
+    assert "The kafka consumer service number 0" in rows["project_service_0.md"]
     code, out, _ = run("ls", "--memory-dir", str(memory), "--json")
     listed = json.loads(out)
     assert set(listed) == {"memory_dir", "memories"}

@@ -108,7 +108,10 @@ def test_a_model_to_be_retired_is_announced(
         "use anthropic:claude-opus-5-5\n"
     )
     monkeypatch.setattr(_table, "_today", lambda: datetime.date(2027, 1, 22))
-    result = CliRunner().invoke(cli, ["dream", "--force", "--model", "anthropic:claude-opus-4-5"])
+    memory = tmp_path / "existing"
+    memory.mkdir()
+    dream = ["dream", "--force", "--model", "anthropic:claude-opus-4-5", "--memory-dir", memory]
+    result = CliRunner().invoke(cli, [str(arg) for arg in dream])
     assert result.exit_code == 2
     assert "was retired on January 22, 2027" in result.stderr
 
@@ -128,12 +131,17 @@ def test_the_memdir_key_alone_is_enough(tmp_path: Path, monkeypatch: pytest.Monk
 def test_no_provider_and_no_model_is_one_line_and_nothing_written(tmp_path: Path) -> None:
     session = session_with_model(tmp_path / "s.jsonl", "claude-opus-5-5")
     memory = tmp_path / "m"
-    for command in (["extract", str(session)], ["watch", str(session)], ["dream", "--force"]):
+    for command in (["extract", str(session)], ["watch", str(session)]):
         result = CliRunner().invoke(cli, [*command, "--memory-dir", str(memory)])
         assert result.exit_code == 2
         assert result.stderr == f"memdir: {NO_MODEL}\n"
         assert result.stdout == ""
         assert not memory.exists()
+    # dream works on a memory that exists (it refuses a missing one first).
+    memory.mkdir()
+    result = CliRunner().invoke(cli, ["dream", "--force", "--memory-dir", str(memory)])
+    assert (result.exit_code, result.stderr, result.stdout) == (2, f"memdir: {NO_MODEL}\n", "")
+    assert list(memory.iterdir()) == []
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -158,12 +159,14 @@ def test_directory(tmp_path: Path) -> None:
 def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write_json(tmp_path / "locked.json", [])
 
-    def denied(self: Path) -> bytes:
+    def denied(*args: object, **kwargs: object) -> int:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(Path, "read_bytes", denied)
-    with pytest.raises(TranscriptError, match="cannot read: Permission denied") as info:
-        load_transcript(path)
+    # The loader opens the file itself (without blocking, to check it is a regular file).
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "open", denied)
+        with pytest.raises(TranscriptError, match="cannot read: Permission denied") as info:
+            load_transcript(path)
     assert str(path) in str(info.value)
 
 

@@ -10,7 +10,6 @@ import click
 from memdir._cli._common import (
     EXIT_FAILED,
     base_url_option,
-    choose_memory_dir,
     choose_model,
     close_model,
     json_option,
@@ -18,6 +17,7 @@ from memdir._cli._common import (
     model_option,
     print_json,
 )
+from memdir._cli._existing import existing_memory_dir
 from memdir.dream import AutoDream
 from memdir.extract import MemorySaved
 from memdir.telemetry import CollectingSink
@@ -48,7 +48,7 @@ def dream_command(
     Without --force it runs only when a day has passed since the last pass and at least
     five sessions were touched since (as after a turn in a live agent).
     """
-    memory = choose_memory_dir(memory_dir, None, write=True)
+    memory = existing_memory_dir(memory_dir, None, write=True)
     model = choose_model(model_option, base_url, quiet=as_json)
     folder = transcripts if transcripts is not None else memory.root.parent
     events = CollectingSink()

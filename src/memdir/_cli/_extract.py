@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -23,9 +24,70 @@ from memdir._cli._common import (
     print_json,
     team_option,
 )
+from memdir._cli._plan import describe, new_turns, plan_extraction
 from memdir._cli._run import TranscriptReport, completed_turn_ends, extract_transcript
 from memdir.errors import TranscriptError
+from memdir.models import Model, OfflineModel, RetryPolicy
+from memdir.models._retry import UnreachableError
+from memdir.store import MemoryDir
+from memdir.telemetry import Event
 from memdir.transcripts import Transcript, load_transcript
+
+
+class _UnreachableError(Exception):
+    """Stops a backfill whose provider cannot be reached: every later turn would fail
+    the same way, one request each, to report the same line."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _StopWhenUnreachable:
+    """The extractor's sink, watching for a run that failed because the endpoint cannot
+    be reached; :meth:`check`, called after each turn, then ends the backfill."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+
+    def __call__(self, event: Event) -> None:
+        if event.name == "extract.error" and event.fields.get("error_type") == (
+            UnreachableError.__name__
+        ):
+            self.reason = str(event.fields.get("reason") or "the provider cannot be reached")
+
+    def check(self) -> None:
+        if self.reason is not None:
+            raise _UnreachableError(self.reason)
+
+
+LARGE_BACKFILL_TURNS = 200
+"""More new turns than this, with someone at a terminal, and extract asks first."""
+
+
+def _interactive() -> bool:
+    """Whether there is someone at a terminal to ask (the tests stand in for them)."""
+    stdin = sys.stdin
+    return stdin is not None and stdin.isatty()
+
+
+def _confirm_backfill(
+    targets: list[tuple[Transcript, MemoryDir, Model]],
+    *,
+    every: int,
+    batch: bool,
+    team: bool,
+) -> None:
+    """Show what a large backfill would send and cost, and stop unless the user agrees."""
+    plans = asyncio.run(plan_extraction(targets, every=every, batch=batch, team=team))
+    click.echo(describe(plans, most=5), err=True)
+    names = ", ".join(dict.fromkeys(model.name for _, _, model in targets))
+    runs = sum(len(p.runs) for p in plans)
+    tokens = sum(p.input_tokens for p in plans)
+    if not click.confirm(
+        f"Send {runs} run(s), ~{tokens:,} input tokens, to {names}?", default=False, err=True
+    ):
+        fail("not extracting: nothing was sent (--yes skips this question)")
 
 
 def _progress(total: int, enabled: bool) -> tuple[Any, Callable[[], object]]:
@@ -45,6 +107,22 @@ def _progress(total: int, enabled: bool) -> tuple[Any, Callable[[], object]]:
         task = progress.add_task("turns", total=total)
         return progress, lambda: progress.advance(task)
     return None, lambda: None
+
+
+def _announce_retries(model: Model, progress: Any) -> None:
+    """Have ``model`` say on stderr when it waits to try a request again (a 429, a 5xx, a
+    timeout), above the progress bar when there is one: a wait is not silence."""
+    policy = getattr(model, "retry", None)
+    if not isinstance(policy, RetryPolicy):
+        return
+
+    def say(line: str) -> None:
+        if progress is not None:
+            progress.console.print(f"memdir: {line}", markup=False, highlight=False)
+        else:
+            click.echo(f"memdir: {line}", err=True)
+
+    model.retry = dataclasses.replace(policy, on_retry=say)  # type: ignore[attr-defined]
 
 
 def _summary(report: TranscriptReport) -> str:
@@ -88,6 +166,17 @@ def _summary(report: TranscriptReport) -> str:
 @every_option
 @click.option("--batch", is_flag=True, help="One run over everything new (cheap backfills).")
 @team_option
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the runs it would make, their tokens and estimated cost; send and write nothing.",
+)
+@click.option(
+    "--yes",
+    "-y",
+    is_flag=True,
+    help=f"Do not ask before a backfill of more than {LARGE_BACKFILL_TURNS} turns.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @json_option
 def extract_command(
@@ -98,6 +187,8 @@ def extract_command(
     every: int,
     batch: bool,
     team: bool,
+    dry_run: bool,
+    yes: bool,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -108,6 +199,11 @@ def extract_command(
     The memory directory is --memory-dir, else $MEMDIR_DIR, else the one Claude Code uses
     for the session's working directory. Exit status: 0 done, 1 a run failed (it is
     retried next time), 2 bad usage or an unreadable transcript (nothing written).
+
+    --dry-run prints the runs it would make, with their input tokens and estimated cost
+    (in input-token equivalents of the model: cached reads cost less, output more), and
+    sends and writes nothing. At a terminal, a backfill of more than 200 new turns shows
+    that plan and asks first (--yes does not ask); without a terminal it goes ahead.
     """
     loaded: list[Transcript] = []
     for path in transcripts:
@@ -119,17 +215,37 @@ def extract_command(
     models = ModelChoice(model_option, base_url, quiet=quiet or as_json)
     chosen = [models.for_transcript(t) for t in loaded]
     targets = [
-        (t, model, choose_memory_dir(memory_dir, t.cwd, write=True))
+        (t, choose_memory_dir(memory_dir, t.cwd, write=not dry_run), model)
         for t, model in zip(loaded, chosen, strict=True)
     ]
+    if dry_run:
+        plans = asyncio.run(plan_extraction(targets, every=every, batch=batch, team=team))
+        asyncio.run(models.aclose())
+        if as_json:
+            print_json({"dry_run": True, "transcripts": [p.as_dict() for p in plans]})
+        else:
+            click.echo(describe(plans))
+        return
+    large = sum(new_turns(t, m) for t, m, _ in targets) > LARGE_BACKFILL_TURNS
+    paid = any(not isinstance(model, OfflineModel) for model in chosen)
+    if large and not yes and paid and _interactive():
+        _confirm_backfill(targets, every=every, batch=batch, team=team)
     total = sum(len(completed_turn_ends(t.messages)) for t in loaded)
     show_bar = sys.stderr.isatty() and not (quiet or as_json)
     progress, advance = _progress(total, show_bar)
+    if not quiet:
+        for model in {id(m): m for m in chosen}.values():
+            _announce_retries(model, progress)
+    watch = _StopWhenUnreachable()
+
+    def after_turn() -> None:
+        advance()
+        watch.check()
 
     async def run_all() -> list[TranscriptReport]:
         reports = []
         try:
-            for transcript, model, memory in targets:
+            for transcript, memory, model in targets:
                 reports.append(
                     await extract_transcript(
                         transcript,
@@ -138,18 +254,24 @@ def extract_command(
                         every=every,
                         batch=batch,
                         team=team,
-                        on_turn=advance,
+                        sink=watch,
+                        on_turn=after_turn,
                     )
                 )
         finally:
             await models.aclose()
         return reports
 
-    if progress is not None:
-        with progress:
+    try:
+        if progress is not None:
+            with progress:
+                reports = asyncio.run(run_all())
+        else:
             reports = asyncio.run(run_all())
-    else:
-        reports = asyncio.run(run_all())
+    except _UnreachableError as stop:
+        # The turn that found it keeps its place (its cursor was not moved), so the next
+        # run starts there once the endpoint answers.
+        fail(f"{stop.reason} (nothing was saved from that turn on)", EXIT_FAILED, kind="model")
     failed = [detail for r in reports for detail in r.errors_detail]
     if as_json:
         out: dict[str, object] = {"transcripts": [r.as_dict() for r in reports]}

@@ -9,12 +9,12 @@ from pathlib import Path
 import click
 
 from memdir._cli._common import (
-    choose_memory_dir,
     fail,
     json_option,
     memory_dir_option,
     print_json,
 )
+from memdir._cli._existing import existing_memory_dir
 from memdir._cli._manage import _find
 from memdir.errors import MemdirError
 from memdir.store import MemoryDir, forget_memory, last_trashed, restore_memory
@@ -35,7 +35,8 @@ def _interactive() -> bool:
 def forget_command(
     name: str | None, yes: bool, undo: bool, memory_dir: Path | None, as_json: bool
 ) -> None:
-    """Forget the memory NAME (its file name, or its title) and its line in MEMORY.md.
+    """Forget the memory NAME and its line in MEMORY.md. NAME is its file name as `memdir
+    ls` shows it (with or without .md), or its title (from the file or from MEMORY.md).
 
     It asks first. --yes skips the question, and is needed when stdin is not a terminal:
     without it nothing is removed. Answering no removes nothing either. Both exit 2, as
@@ -46,7 +47,7 @@ def forget_command(
     long as no new memory has taken its name. The trash keeps it a week; `memdir dream`
     empties what is older.
     """
-    memory = choose_memory_dir(memory_dir, None, write=True)
+    memory = existing_memory_dir(memory_dir, None, write=True)
     if undo:
         if name is not None:
             fail("--undo takes no NAME: it restores the last forgotten memory")

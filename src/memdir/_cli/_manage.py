@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import posixpath
+import re
 import time
 from pathlib import Path
 
@@ -14,23 +16,51 @@ from memdir._cli._common import (
     memory_dir_option,
     print_json,
 )
+from memdir._cli._existing import existing_memory_dir
 from memdir.store import MemoryDir, MemoryHeader
+
+# ``[Title](file.md)`` in an index line: the title and where it points.
+_INDEX_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+
+
+def _index_titles(memory: MemoryDir) -> list[tuple[str, str]]:
+    """``(title, filename)`` for each link in ``MEMORY.md`` (and the team's index), the
+    filename relative to the memory directory as :class:`MemoryHeader` gives it."""
+    found: list[tuple[str, str]] = []
+    for index in (memory.entrypoint, memory.team_entrypoint):
+        try:
+            text = index.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        base = index.parent.relative_to(memory.root).as_posix()
+        for title, link in _INDEX_LINK.findall(text):
+            target = posixpath.normpath(posixpath.join(base, link.strip("<>").split("#")[0]))
+            found.append((title.strip(), target))
+    return found
 
 
 def _find(memory: MemoryDir, name: str) -> MemoryHeader:  # noqa: RET503 (fail() exits)
-    """The memory called ``name``: its file name (with or without .md) or its title."""
+    """The memory called ``name``: its file name as ``ls`` shows it (with or without
+    ``.md``), or its title, from its frontmatter or from its line in ``MEMORY.md``."""
     headers = memory.scan(limit=100_000)
-    wanted = name.removesuffix(".md")
+    wanted = name.strip().removesuffix(".md")
     for header in headers:
         if header.filename.removesuffix(".md") == wanted:
             return header
-    by_title = [h for h in headers if (h.name or "").casefold() == name.casefold()]
-    if len(by_title) == 1:
-        return by_title[0]
-    if len(by_title) > 1:
-        names = ", ".join(h.filename for h in by_title)
+    title = " ".join(name.split()).casefold()
+    by_file = {h.filename: h for h in headers}
+    titled = {h.filename for h in headers if " ".join((h.name or "").split()).casefold() == title}
+    titled.update(
+        file
+        for text, file in _index_titles(memory)
+        if file in by_file and " ".join(text.split()).casefold() == title
+    )
+    if len(titled) == 1:
+        return by_file[titled.pop()]
+    if len(titled) > 1:
+        names = ", ".join(sorted(titled))
         fail(f"{name!r} names several memories ({names}); give the file name")
-    fail(f"no memory named {name!r} in {memory.root}")
+    fail(f"no memory named {name!r} in {memory.root} (see `memdir ls` for the names)")
 
 
 @click.command("ls")
@@ -38,7 +68,7 @@ def _find(memory: MemoryDir, name: str) -> MemoryHeader:  # noqa: RET503 (fail()
 @json_option
 def ls_command(memory_dir: Path | None, as_json: bool) -> None:
     """List the memories, newest first, with their types and descriptions."""
-    memory = choose_memory_dir(memory_dir, None)
+    memory = existing_memory_dir(memory_dir, None)
     headers = memory.scan(limit=100_000)
     if as_json:
         print_json(
@@ -79,22 +109,32 @@ def age(seconds: float) -> str:
     return f"{days // 7} weeks"
 
 
+# Room for the type, the age and some description beside the file name.
+_OTHER_COLUMNS = 40
+
+
 def _print_table(headers: list[MemoryHeader], now: float) -> None:
-    """The memories as a table on stdout: name, type, age and description; a name is
-    what ``show`` and ``forget`` take."""
+    """The memories as a table on stdout: file, type, age and description. The file
+    name is shown whole, however long: it is what ``show`` and ``forget`` take."""
     from rich.console import Console
     from rich.table import Table
 
+    widest = max(len(h.filename) for h in headers)
     table = Table(box=None, header_style="bold", pad_edge=False)
-    table.add_column("name", no_wrap=True, max_width=40, overflow="ellipsis")
+    # The description gives way before the name is ever cut.
+    table.add_column("file", no_wrap=True, min_width=widest, overflow="ignore")
     table.add_column("type", no_wrap=True)
     table.add_column("age", justify="right", no_wrap=True)
     table.add_column("description", overflow="fold")
     for h in headers:
-        name = h.name or h.filename.removesuffix(".md")
-        table.add_row(name, h.type or "?", age(now - h.mtime), h.description or "")
+        table.add_row(h.filename, h.type or "?", age(now - h.mtime), h.description or "")
     # Markup off: names and descriptions are the memories' own text, brackets and all.
-    Console(highlight=False, markup=False, emoji=False).print(table)
+    console = Console(highlight=False, markup=False, emoji=False)
+    if console.width < widest + _OTHER_COLUMNS:
+        # Too narrow for the longest name: lines wider than the terminal, which wraps
+        # them, rather than a name cut short.
+        console = Console(highlight=False, markup=False, emoji=False, width=widest + _OTHER_COLUMNS)
+    console.print(table)
 
 
 @click.command("show")
@@ -102,8 +142,9 @@ def _print_table(headers: list[MemoryHeader], now: float) -> None:
 @memory_dir_option
 @json_option
 def show_command(name: str, memory_dir: Path | None, as_json: bool) -> None:
-    """Print the memory NAME (its file name, or its title)."""
-    memory = choose_memory_dir(memory_dir, None)
+    """Print the memory NAME: its file name as `memdir ls` shows it (with or without
+    .md), or its title (from the file or from MEMORY.md)."""
+    memory = existing_memory_dir(memory_dir, None)
     header = _find(memory, name)
     try:
         text = header.path.read_text(encoding="utf-8", errors="replace")

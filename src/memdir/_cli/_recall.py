@@ -9,7 +9,6 @@ import click
 
 from memdir._cli._common import (
     base_url_option,
-    choose_memory_dir,
     close_model,
     fail_with,
     json_option,
@@ -17,6 +16,7 @@ from memdir._cli._common import (
     model_for,
     print_json,
 )
+from memdir._cli._existing import existing_memory_dir
 from memdir.errors import ModelError
 from memdir.models import Model
 from memdir.recall import (
@@ -39,7 +39,7 @@ from memdir.recall import (
 def prompt_command(memory_dir: Path | None, team: bool, skip_index: bool, as_json: bool) -> None:
     """Print what an agent is given: the memory section of its system prompt, then the
     MEMORY.md reminder for the start of a conversation."""
-    memory = choose_memory_dir(memory_dir, None)
+    memory = existing_memory_dir(memory_dir, None)
     system = memory_prompt(memory, team=team, skip_index=skip_index)
     reminder = memory_reminder(memory, team=team)
     if as_json:
@@ -83,7 +83,7 @@ def recall_command(
     something unusable stops the command (exit 1) with the reason; without it, the
     memories are ranked by the words they share with QUERY.
     """
-    memory = choose_memory_dir(memory_dir, None)
+    memory = existing_memory_dir(memory_dir, None)
     model: Model | None = None
     # The offline model cannot choose memories: "offline" is the lexical ranking.
     if model_option == "anthropic":

@@ -14,6 +14,7 @@ from memdir._cli._common import (
     ModelChoice,
     base_url_option,
     every_option,
+    fail,
     find_memory_dir,
     json_option,
     memory_dir_option,
@@ -32,7 +33,7 @@ def _transcripts(paths: tuple[Path, ...]) -> list[Path]:
     session and are not followed on their own.
     """
     found: list[Path] = []
-    for path in paths:
+    for path in (p.expanduser() for p in paths):
         if path.is_dir():
             for candidate in sorted(path.rglob("*.jsonl")):
                 if "subagents" in candidate.parts or candidate.name.startswith("agent-"):
@@ -71,8 +72,13 @@ def watch_command(
     """Follow transcript files, or a Claude Code projects folder, and extract as turns end.
 
     Runs until interrupted (Ctrl-C), then waits for the extraction in progress to finish.
-    Each pass that did something prints one line (one JSON object with --json).
+    Each pass that did something prints one line (one JSON object with --json). Every
+    path must exist when the watch starts: a mistyped one would otherwise be watched, in
+    silence, forever.
     """
+    missing = [p for p in paths if not p.expanduser().exists()]
+    if missing:
+        fail(f"nothing to watch at {missing[0]}: no such file or folder")
     # Each session is read by its host's own model unless --model names one.
     models = ModelChoice(model_option, base_url, quiet=as_json)
     models.check()

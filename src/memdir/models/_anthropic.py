@@ -14,9 +14,12 @@ from memdir.models._loops import ClientPerLoop, LoopClients
 from memdir.models._retry import (
     RetryPolicy,
     TransientError,
+    UnreachableError,
     is_retryable_status,
     retry_after,
+    single_attempt,
     split_known,
+    unreachable,
     with_retries,
 )
 from memdir.models._table import check_not_retired
@@ -327,7 +330,7 @@ class AnthropicModel(ClientPerLoop["AsyncAnthropic"]):
 
         _pin_stream_types()
         try:
-            call = self._clients.get().messages.stream
+            call = single_attempt(self._clients.get()).messages.stream
             async with call(**split_known(call, kwargs)) as stream:
                 final = await stream.get_final_message()
         except anthropic.APIStatusError as exc:
@@ -338,6 +341,9 @@ class AnthropicModel(ClientPerLoop["AsyncAnthropic"]):
                 ) from exc
             raise ModelError(f"{self.name}: {detail}", status=exc.status_code) from exc
         except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
+            reason = unreachable(exc)
+            if reason is not None:  # the same on every repeat: say so now
+                raise UnreachableError(f"{self.name}: {reason}") from exc
             raise TransientError(f"{type(exc).__name__}: {exc}") from exc
         except httpx2.TransportError as exc:  # a stream cut off midway is not wrapped
             raise TransientError(f"connection lost: {type(exc).__name__}: {exc}") from exc

@@ -19,9 +19,12 @@ from memdir.models._loops import ClientPerLoop, LoopClients
 from memdir.models._retry import (
     RetryPolicy,
     TransientError,
+    UnreachableError,
     is_retryable_status,
     retry_after,
+    single_attempt,
     split_known,
+    unreachable,
     with_retries,
 )
 from memdir.models._types import ModelRequest, ModelResponse, SystemPrompt, Usage
@@ -152,7 +155,7 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
         import openai
 
         try:
-            create = self._clients.get().chat.completions.create
+            create = single_attempt(self._clients.get()).chat.completions.create
             completion = await create(**_untransformed(split_known(create, kwargs)))
         except openai.APIStatusError as exc:
             detail = f"HTTP {exc.status_code}: {exc.message}"
@@ -162,6 +165,9 @@ class OpenAIModel(ClientPerLoop["AsyncOpenAI"]):
                 ) from exc
             raise ModelError(f"{self.name}: {detail}", status=exc.status_code) from exc
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            reason = unreachable(exc)
+            if reason is not None:  # the same on every repeat: say so now
+                raise UnreachableError(f"{self.name}: {reason}") from exc
             raise TransientError(f"{type(exc).__name__}: {exc}") from exc
         except openai.OpenAIError as exc:
             raise ModelError(f"{self.name}: {type(exc).__name__}: {exc}") from exc

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import stat
 from pathlib import Path
 
 from memdir.errors import TranscriptError
@@ -33,15 +34,54 @@ __all__ = [
 ]
 
 
+_KINDS = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _not_regular(mode: int) -> str:
+    """What a file that is not a regular file is, for its one-line refusal."""
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a transcript file"
+    what = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return f"is {what}, not a regular file: a transcript must be a file on disk"
+
+
 def _read(path: Path) -> bytes:
+    """The bytes of ``path``, which must be a regular file (after following links).
+
+    A named pipe blocks its reader until something writes, a device may never end: the
+    file is opened without blocking and checked before a byte is read, so a transcript
+    that is neither fails at once with one line instead of hanging every caller.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
-        return path.read_bytes()
+        fd = os.open(path, flags)
     except FileNotFoundError as exc:
         raise TranscriptError(path, "no such file") from exc
     except IsADirectoryError as exc:
         raise TranscriptError(path, "is a directory, not a transcript file") from exc
     except OSError as exc:
+        if path.is_dir():  # Windows refuses to open a folder with a permission error
+            raise TranscriptError(path, "is a directory, not a transcript file") from exc
         raise TranscriptError(path, f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise TranscriptError(path, _not_regular(mode))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    except IsADirectoryError as exc:
+        raise TranscriptError(path, "is a directory, not a transcript file") from exc
+    except OSError as exc:
+        raise TranscriptError(path, f"cannot read: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
 
 
 def _numbered_lines(data: bytes, skipped: list[SkippedLine]) -> list[tuple[int, str]]:
