@@ -358,18 +358,41 @@ def frontmatter_example(prompt: str) -> str:
 @pytest.mark.parametrize("builder", BUILDERS)
 @pytest.mark.parametrize("skip_index", [False, True])
 def test_file_format_is_always_given(builder: Builder, skip_index: bool) -> None:
+    # Today's Claude Code layout by default (issue 23: the old `name: <short title>` and
+    # top-level `type` contradicted the host's memory section).
     prompt = builder.build(3, "", skip_index)
     how = section(prompt, "## How to save")
-    assert "Each memory gets its own Markdown file" in how
+    assert "Each memory holds one fact" in how
+    assert "two facts make two files" in how
     assert "`user_role.md` or `feedback_testing.md`" in how
     assert "snake_case" in how
     example = frontmatter_example(how)
-    assert example.startswith("---\nname: <short title>\ndescription: <one line: ")
-    assert "\ntype: <user|feedback|project|reference>\n---\n\n<body>\n" in example
+    assert example.startswith("---\nname: <short-name-in-kebab-case>\ndescription: <one line: ")
+    assert "\nmetadata:\n  type: <user|feedback|project|reference>\n---\n\n<body>\n" in example
     parsed = parse_memory_file(example)
-    assert list(parsed.frontmatter) == ["name", "description", "type"]
+    assert list(parsed.frontmatter) == ["name", "description", "metadata"]
+    assert parsed.type is None  # the placeholder is no type, but it sits where a type goes
+    assert parsed.metadata["type"] == "<user|feedback|project|reference>"
     assert parsed.body == "<body>\n"
+    assert "link each related memory as `[[name]]`" in how
     assert "keep its `name`, `description` and `type` true to the new body" in how
+    assert "<short title>" not in prompt
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_2_1_88_layout_keeps_the_top_level_type(builder: Builder) -> None:
+    how = section(builder.build(3, "", memory_format="2.1.88"), "## How to save")
+    example = frontmatter_example(how)
+    assert example.startswith("---\nname: <short title>\ndescription: <one line: ")
+    assert list(parse_memory_file(example).frontmatter) == ["name", "description", "type"]
+    assert "Each memory holds one fact" in how
+    assert "`[[name]]`" in how
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_unknown_memory_format_is_refused(builder: Builder) -> None:
+    with pytest.raises(UsageError, match="memory format"):
+        builder.build(3, "", memory_format="2.0")
 
 
 @pytest.mark.parametrize("builder", BUILDERS)
@@ -399,7 +422,7 @@ def test_skip_index_drops_every_index_step(builder: Builder) -> None:
     for gone in ("150", f"{MAX_ENTRYPOINT_LINES} lines", "[Title](file.md)", "pointer"):
         assert gone not in prompt
     assert "## How to save" in prompt
-    assert "---\nname: <short title>" in prompt
+    assert "---\nname: <short-name-in-kebab-case>" in prompt
 
 
 # 10. The closing summary.
@@ -411,7 +434,7 @@ def test_finishes_with_a_one_line_summary(builder: Builder) -> None:
     finish = section(prompt, "## Finish")
     assert prompt.endswith(finish)
     assert "When you answer without a tool call, say in one line what you saved" in finish
-    assert "or that there was nothing" in finish
+    assert "or answer only `Nothing to save.`" in finish
 
 
 # Shape: stable, compact, well-formed.
