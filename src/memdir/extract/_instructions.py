@@ -49,7 +49,7 @@ _DISABLE_ENV = "CLAUDE_CODE_DISABLE_CLAUDE_MDS"
 _HTML_COMMENT = re.compile(r"<!--[\s\S]*?-->")
 _FRONTMATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
 _CONDITIONAL_KEYS = ("paths", "globs")
-# What a file is to the user, in Claude Code's words for each kind.
+# What each kind of file is, for the memory agent.
 _KIND_LABELS: Mapping[str, str] = {
     "user": "the user's own instructions for all their projects",
     "project": "project instructions, checked into the codebase",
@@ -81,8 +81,8 @@ def _rules(folder: Path) -> list[Path]:
     found: list[Path] = []
     for root, dirs, files in os.walk(folder, followlinks=False):
         dirs.sort()
-        found.extend(Path(root, name) for name in sorted(files) if name.endswith(".md"))
-    return found
+        found.extend(Path(root, name) for name in files if name.endswith(".md"))
+    return sorted(found)
 
 
 def _candidates(

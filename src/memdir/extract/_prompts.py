@@ -265,6 +265,10 @@ to forget a memory, `Edit` it away); `Write` and `Edit` only inside {where}. `Ed
 `Write` and `Edit`, all at once. Do not go back and forth.
 - Use the conversation alone: no searching the codebase, no git, no checking facts."""
 
+_SHORT_TEAM_SECRETS = """\
+- **Never** put a secret (an API key, token, password or other credential) in team \
+memory: everyone on the project reads it."""
+
 _NOTHING = "Nothing to save."
 
 _SHORT_FINISH = f"""\
@@ -377,7 +381,7 @@ def _short_instructions(team: bool, skip_index: bool) -> str:
     known = "" if skip_index else " (an index whose text you are shown counts as read)"
     sections = [_SHORT.format(where=where, known=known)]
     if team:
-        sections.append(_TEAM_SECRETS)
+        sections[0] += "\n" + _SHORT_TEAM_SECRETS
     if skip_index:
         sections.append(_NO_INDEX)
     sections.append(_SHORT_FINISH)
