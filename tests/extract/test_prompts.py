@@ -8,6 +8,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +19,14 @@ from memdir.extract._prompts import (
     extract_prompt_parts,
     has_memory_section,
 )
-from memdir.store import ENTRYPOINT_NAME, MAX_ENTRYPOINT_LINES, parse_memory_file
+from memdir.recall import memory_prompt
+from memdir.store import (
+    ENTRYPOINT_NAME,
+    MAX_ENTRYPOINT_LINES,
+    MEMORY_FORMATS,
+    MemoryFormat,
+    parse_memory_file,
+)
 
 Build = Callable[..., str]
 
@@ -544,8 +552,9 @@ def test_the_short_prompt_defers_to_the_hosts_memory_section(
         "answer only `Nothing to save.`; otherwise end with one line on what you saved or changed."
     )
     if builder.combined:
-        assert "**Never** put a secret (an API key, token, password or other credential) in team" in (
-            prompt
+        assert (
+            "**Never** put a secret (an API key, token, password or other credential) in team"
+            in (prompt)
         )
     if skip_index:
         assert "do not create, read or change `MEMORY.md`" in prompt
@@ -623,8 +632,7 @@ def test_a_hosts_memory_section_is_recognised(system: object, found: bool) -> No
     assert has_memory_section(system) is found  # type: ignore[arg-type]
 
 
-def test_memdirs_own_memory_section_is_recognised(tmp_path: os.PathLike[str]) -> None:
-    from memdir.recall import memory_prompt
-
-    for layout in ("current", "2.1.88"):
-        assert has_memory_section(memory_prompt(str(tmp_path), format=layout))  # type: ignore[arg-type]
+@pytest.mark.parametrize("layout", MEMORY_FORMATS)
+def test_memdirs_own_memory_section_is_recognised(tmp_path: Path, layout: MemoryFormat) -> None:
+    for team in (False, True):
+        assert has_memory_section(memory_prompt(tmp_path, team, format=layout))

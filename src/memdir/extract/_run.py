@@ -165,9 +165,7 @@ def _host_has_memory_section(params: CacheSafeParams, messages: Sequence[Message
     ``system``, or (OpenAI's way) in a system or developer message."""
     if has_memory_section(params.system):
         return True
-    return any(
-        m.role in ("system", "developer") and has_memory_section(m.text) for m in messages
-    )
+    return any(m.role in ("system", "developer") and has_memory_section(m.text) for m in messages)
 
 
 class Runner:
