@@ -143,11 +143,12 @@ def test_a_fifo_is_not_read(tmp_path: Path, home: Path) -> None:
     assert [f.content for f in done[0] if f.path.is_relative_to(tmp_path)] == ["local"]
 
 
-def test_claude_code_s_switch_turns_loading_off(tmp_path: Path, home: Path) -> None:
+@pytest.mark.parametrize("switch", ["CLAUDE_CODE_DISABLE_CLAUDE_MDS", "CLAUDE_CODE_SIMPLE"])
+def test_claude_codes_switches_turn_loading_off(tmp_path: Path, home: Path, switch: str) -> None:
     project = tmp_path / "project"
     write(project / "CLAUDE.md", "project")
-    env = {"HOME": str(home), "CLAUDE_CODE_DISABLE_CLAUDE_MDS": "1"}
-    assert load_instruction_files(project, env) == ()
+    assert load_instruction_files(project, {"HOME": str(home)}) != ()
+    assert load_instruction_files(project, {"HOME": str(home), switch: "1"}) == ()
 
 
 def test_a_huge_file_is_cut(tmp_path: Path, home: Path) -> None:

@@ -11,7 +11,8 @@ rules are those of Claude Code 2.1.332, checked with ``claude -p`` (tests/claude
 - HTML comments are removed and the text is trimmed; an empty file is left out;
 - ``@path`` imports stay as written (``claude -p`` sends them unexpanded), and
   ``AGENTS.md`` is not read;
-- ``CLAUDE_CODE_DISABLE_CLAUDE_MDS`` turns it all off.
+- ``CLAUDE_CODE_DISABLE_CLAUDE_MDS`` turns it all off, and so does ``--bare`` (which sets
+  ``CLAUDE_CODE_SIMPLE`` for the session and its hooks).
 
 memdir differs in two guarded ways: a rule with a ``paths:`` (or ``globs:``) frontmatter,
 which Claude Code loads only once a matching file is touched, is left out, and each file
@@ -46,6 +47,8 @@ MAX_INSTRUCTION_CHARS = 40_000
 MAX_TOTAL_CHARS = 100_000
 
 _DISABLE_ENV = "CLAUDE_CODE_DISABLE_CLAUDE_MDS"
+# Set by `claude --bare`, whose help says it skips "CLAUDE.md auto-discovery".
+_BARE_ENV = "CLAUDE_CODE_SIMPLE"
 _HTML_COMMENT = re.compile(r"<!--[\s\S]*?-->")
 _FRONTMATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
 _CONDITIONAL_KEYS = ("paths", "globs")
@@ -138,12 +141,13 @@ def load_instruction_files(
     ``env`` is the session's environment (default: this process's): its ``HOME`` and
     ``CLAUDE_CONFIG_DIR`` say where the user's files are (a relative
     ``CLAUDE_CONFIG_DIR`` is taken from ``project_dir``, the directory Claude Code runs
-    in), and ``CLAUDE_CODE_DISABLE_CLAUDE_MDS`` turns loading off. A file reached twice
+    in), and ``CLAUDE_CODE_DISABLE_CLAUDE_MDS`` or ``CLAUDE_CODE_SIMPLE`` (``--bare``)
+    turns loading off. A file reached twice
     (the config home below the project, a symlink) is loaded once, where it comes first.
     Never raises for a file it cannot read: that file is left out.
     """
     env = os.environ if env is None else env
-    if _truthy(env.get(_DISABLE_ENV)):
+    if _truthy(env.get(_DISABLE_ENV)) or _truthy(env.get(_BARE_ENV)):
         return ()
     project = Path(os.path.abspath(project_dir))
     config_home = project / claude_config_home(env)
