@@ -536,9 +536,11 @@ def test_the_short_prompt_defers_to_the_hosts_memory_section(
     assert MANIFEST in prompt
     assert "Your system prompt already has a section on memory" in prompt
     assert "types of memory, for what is not worth saving, and for how a memory file" in prompt
-    assert "Save in the directory named here, even where the system prompt names another." in (
+    assert "Save in the directory named above, even where the system prompt names another." in (
         prompt
     )
+    unnamed = builder.build(3, "", host_memory=True)
+    assert "named above" not in unnamed
     # Nothing that could contradict the host's section: no layout, no types, no rules
     # of memdir's own about what to save.
     assert "```markdown\n---" not in prompt

@@ -250,11 +250,10 @@ _SHORT = """\
 
 Your system prompt already has a section on memory. Follow it for the types of memory, \
 for what is not worth saving, and for how a memory file and its index entry look; this \
-message adds only how this run goes. Save in the directory named here, even where the \
-system prompt names another.
+message adds only how this run goes.{named}
 
 - One fact per file: two facts make two files. Link related memories with `[[name]]`, \
-as that section says.
+the other memory's `name`.
 - Check the list of existing files before you write: update the file that already holds \
 a fact rather than adding a duplicate, and correct a memory the conversation shows is \
 wrong.
@@ -275,12 +274,12 @@ _SHORT_FINISH = f"""\
 If nothing is worth saving, call no tool and answer only `{_NOTHING}`; otherwise end \
 with one line on what you saved or changed."""
 
-_FINISH = """\
+_FINISH = f"""\
 ## Finish
 
 When you answer without a tool call, say in one line what you saved or changed (for \
 example `Saved feedback_testing.md; updated user_role.md.`), or answer only \
-`Nothing to save.`"""
+`{_NOTHING}`"""
 
 # A memory section in a host's system prompt: a "# Memory" heading (Claude Code 2.1.332,
 # memdir's recall prompt) or "# auto memory" (Claude Code's older builds), and, soon
@@ -300,9 +299,11 @@ class PromptParts:
     """
 
     request: str
-    """What this run is about: the number of new messages and where memory lives."""
+    """What this run is about: the number of new messages, where memory lives, and the
+    turn's date (sent last, so it never changes a cached prefix)."""
     state: str
-    """What memory holds now: the list of memory files and the text of each index."""
+    """What memory holds now: the list of memory files and the text of each index (and,
+    in memdir's own request, the project's instruction files after them)."""
     instructions: str
     """How to do the job; the same on every run of one extractor."""
 
@@ -354,7 +355,7 @@ def extract_prompt_parts(
         else:
             state.append(_index_section("`MEMORY.md`", index_text))
     instructions = (
-        _short_instructions(team, skip_index)
+        _short_instructions(team, skip_index, named=memory_dir is not None)
         if host_memory
         else _instructions(team, skip_index, memory_format)
     )
@@ -376,10 +377,13 @@ def has_memory_section(system: str | Sequence[Mapping[str, Any]] | None) -> bool
     return False
 
 
-def _short_instructions(team: bool, skip_index: bool) -> str:
+_NAMED = " Save in the directory named above, even where the system prompt names another."
+
+
+def _short_instructions(team: bool, skip_index: bool, named: bool) -> str:
     where = "the two memory directories" if team else "the memory directory"
     known = "" if skip_index else " (an index whose text you are shown counts as read)"
-    sections = [_SHORT.format(where=where, known=known)]
+    sections = [_SHORT.format(where=where, known=known, named=_NAMED if named else "")]
     if team:
         sections[0] += "\n" + _SHORT_TEAM_SECRETS
     if skip_index:
