@@ -5,6 +5,7 @@ fork, no instruction that contradicts Claude Code's own memory section."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -80,6 +81,17 @@ def turn_date(run: CliRun) -> str:
     return stamp.astimezone().date().isoformat()
 
 
+def claude_codes_date(run: CliRun) -> str:
+    """The date Claude Code gave its own agent (its transcript's ``date`` attachment)."""
+    assert run.transcript is not None
+    for line in run.transcript.read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line)
+        attachment = entry.get("attachment")
+        if isinstance(attachment, dict) and attachment.get("type") == "date":
+            return str(attachment["date"])
+    raise AssertionError("the transcript records no date")
+
+
 def extract_request(
     run: CliRun, memory: Path, mode: Mode, env: Mapping[str, str] | None = None
 ) -> tuple[RecordedRequest, TranscriptReport]:
@@ -120,7 +132,9 @@ def test_memdirs_standalone_request_holds_the_turns_date_and_the_claude_md(
     for marker in (PROJECT_MARKER, LOCAL_MARKER, USER_MARKER):
         assert state.count(marker) == 1
     assert f"Contents of {session.cwd / 'CLAUDE.md'}" in state
-    # The turn's own date, in the request that ends the message list.
+    # The turn's own date, in the request that ends the message list: the one Claude Code
+    # gave its agent in the same session.
+    assert turn_date(session) == claude_codes_date(session)
     assert f"Today's date is {turn_date(session)}." in last
     assert "next Thursday" in "\n".join(texts(body))
 
