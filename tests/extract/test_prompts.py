@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -15,8 +17,16 @@ from memdir.extract._prompts import (
     build_extract_auto_only_prompt,
     build_extract_combined_prompt,
     extract_prompt_parts,
+    has_memory_section,
 )
-from memdir.store import ENTRYPOINT_NAME, MAX_ENTRYPOINT_LINES, parse_memory_file
+from memdir.recall import memory_prompt
+from memdir.store import (
+    ENTRYPOINT_NAME,
+    MAX_ENTRYPOINT_LINES,
+    MEMORY_FORMATS,
+    MemoryFormat,
+    parse_memory_file,
+)
 
 Build = Callable[..., str]
 
@@ -358,18 +368,41 @@ def frontmatter_example(prompt: str) -> str:
 @pytest.mark.parametrize("builder", BUILDERS)
 @pytest.mark.parametrize("skip_index", [False, True])
 def test_file_format_is_always_given(builder: Builder, skip_index: bool) -> None:
+    # Today's Claude Code layout by default (issue 23: the old `name: <short title>` and
+    # top-level `type` contradicted the host's memory section).
     prompt = builder.build(3, "", skip_index)
     how = section(prompt, "## How to save")
-    assert "Each memory gets its own Markdown file" in how
+    assert "Each memory holds one fact" in how
+    assert "two facts make two files" in how
     assert "`user_role.md` or `feedback_testing.md`" in how
     assert "snake_case" in how
     example = frontmatter_example(how)
-    assert example.startswith("---\nname: <short title>\ndescription: <one line: ")
-    assert "\ntype: <user|feedback|project|reference>\n---\n\n<body>\n" in example
+    assert example.startswith("---\nname: <short-name-in-kebab-case>\ndescription: <one line: ")
+    assert "\nmetadata:\n  type: <user|feedback|project|reference>\n---\n\n<body>\n" in example
     parsed = parse_memory_file(example)
-    assert list(parsed.frontmatter) == ["name", "description", "type"]
+    assert list(parsed.frontmatter) == ["name", "description", "metadata"]
+    assert parsed.type is None  # the placeholder is no type, but it sits where a type goes
+    assert parsed.metadata["type"] == "<user|feedback|project|reference>"
     assert parsed.body == "<body>\n"
+    assert "link each related memory as `[[name]]`" in how
     assert "keep its `name`, `description` and `type` true to the new body" in how
+    assert "<short title>" not in prompt
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_2_1_88_layout_keeps_the_top_level_type(builder: Builder) -> None:
+    how = section(builder.build(3, "", memory_format="2.1.88"), "## How to save")
+    example = frontmatter_example(how)
+    assert example.startswith("---\nname: <short title>\ndescription: <one line: ")
+    assert list(parse_memory_file(example).frontmatter) == ["name", "description", "type"]
+    assert "Each memory holds one fact" in how
+    assert "`[[name]]`" in how
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_unknown_memory_format_is_refused(builder: Builder) -> None:
+    with pytest.raises(UsageError, match="memory format"):
+        builder.build(3, "", memory_format="2.0")
 
 
 @pytest.mark.parametrize("builder", BUILDERS)
@@ -399,7 +432,7 @@ def test_skip_index_drops_every_index_step(builder: Builder) -> None:
     for gone in ("150", f"{MAX_ENTRYPOINT_LINES} lines", "[Title](file.md)", "pointer"):
         assert gone not in prompt
     assert "## How to save" in prompt
-    assert "---\nname: <short title>" in prompt
+    assert "---\nname: <short-name-in-kebab-case>" in prompt
 
 
 # 10. The closing summary.
@@ -411,7 +444,7 @@ def test_finishes_with_a_one_line_summary(builder: Builder) -> None:
     finish = section(prompt, "## Finish")
     assert prompt.endswith(finish)
     assert "When you answer without a tool call, say in one line what you saved" in finish
-    assert "or that there was nothing" in finish
+    assert "or answer only `Nothing to save.`" in finish
 
 
 # Shape: stable, compact, well-formed.
@@ -458,3 +491,150 @@ def test_shape(builder: Builder) -> None:
 def test_length_stays_compact(builder: Build, low: int, high: int) -> None:
     words = len(builder(3, MANIFEST, memory_dir=MEMORY_DIR).split())
     assert low <= words <= high
+
+
+# The turn's date (issue 23: "next Thursday" needs today's date to become a calendar date).
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.parametrize("host_memory", [False, True])
+def test_the_date_of_the_turn_is_in_the_request(builder: Builder, host_memory: bool) -> None:
+    day = datetime.date(2026, 3, 5)
+    parts = extract_prompt_parts(
+        3,
+        MANIFEST,
+        memory_dir=MEMORY_DIR,
+        team=builder.combined,
+        today=day,
+        host_memory=host_memory,
+    )
+    # Claude Code's wording; in the part that is sent last, so no cached prefix holds it.
+    assert parts.request.endswith("\n\nToday's date is 2026-03-05.")
+    assert "2026-03-05" not in parts.instructions + parts.state.replace(MANIFEST, "")
+    assert "Today's date" not in builder.build(3, MANIFEST, memory_dir=MEMORY_DIR)
+    assert "worked out from today's date" in builder.build(3, "")
+
+
+# The short prompt, for a host whose system prompt has a memory section of its own.
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.parametrize("skip_index", [False, True])
+def test_the_short_prompt_defers_to_the_hosts_memory_section(
+    builder: Builder, skip_index: bool
+) -> None:
+    prompt = builder.build(
+        3,
+        MANIFEST,
+        skip_index,
+        memory_dir=MEMORY_DIR,
+        index_text="- [A](a.md) — a\n",
+        host_memory=True,
+    )
+    assert prompt.startswith("# Memory update\n")
+    assert "the last ~3 messages above" in prompt
+    assert MANIFEST in prompt
+    assert "Your system prompt already has a section on memory" in prompt
+    assert "types of memory, for what is not worth saving, and for how a memory file" in prompt
+    assert "Save in the directory named above, even where the system prompt names another." in (
+        prompt
+    )
+    unnamed = builder.build(3, "", host_memory=True)
+    assert "named above" not in unnamed
+    # Nothing that could contradict the host's section: no layout, no types, no rules
+    # of memdir's own about what to save.
+    assert "```markdown\n---" not in prompt
+    assert "<short title>" not in prompt
+    assert re.search(r"^(?:type|name|metadata):", prompt, re.M) is None
+    for gone in ("## The four types", "## What not to save", "## How to save", "snake_case"):
+        assert gone not in prompt
+    assert "first every `Read` you need, all at once; then every" in prompt
+    assert "update the file that already holds a fact rather than adding a duplicate" in prompt
+    assert prompt.endswith(
+        "answer only `Nothing to save.`; otherwise end with one line on what you saved or changed."
+    )
+    if builder.combined:
+        assert (
+            "**Never** put a secret (an API key, token, password or other credential) in team"
+            in (prompt)
+        )
+    if skip_index:
+        assert "do not create, read or change `MEMORY.md`" in prompt
+    else:
+        assert "counts as read" in prompt
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+@pytest.mark.parametrize("host_memory", [False, True])
+def test_every_prompt_asks_for_one_fact_per_file_and_links(
+    builder: Builder, host_memory: bool
+) -> None:
+    prompt = builder.build(3, MANIFEST, memory_dir=MEMORY_DIR, host_memory=host_memory)
+    assert re.search(r"[Oo]ne fact", prompt)
+    assert "two facts make two files" in prompt
+    assert "`[[name]]`" in prompt
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_the_short_prompt_is_a_fraction_of_the_whole(builder: Builder) -> None:
+    def instructions(host_memory: bool) -> int:
+        parts = extract_prompt_parts(
+            3, MANIFEST, memory_dir=MEMORY_DIR, team=builder.combined, host_memory=host_memory
+        )
+        return len(parts.instructions.encode())
+
+    # What the run is about and what memory holds are the same in both; the how-to part
+    # shrinks to near the ~1.5 KB of Claude Code's own fork prompt.
+    assert instructions(True) * 4 < instructions(False)
+    assert instructions(True) < 1_500
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_the_short_prompt_keeps_its_shape(builder: Builder) -> None:
+    for count, manifest, skip_index, memory_dir in GRID:
+        prompt = builder.build(count, manifest, skip_index, memory_dir=memory_dir, host_memory=True)
+        assert prompt == builder.build(
+            count, manifest, skip_index, memory_dir=memory_dir, host_memory=True
+        )
+        assert max(len(line) for line in prompt.splitlines()) <= 400
+        assert "\n\n\n" not in prompt
+        assert "{" not in (prompt.replace(manifest, "") if manifest else prompt)
+
+
+CLAUDE_CODE_SECTION = (
+    "# Memory\n\nYou have a persistent file-based memory at `/home/ana/.claude/projects/"
+    "-src-app/memory/`. Each memory is one file holding one fact, with frontmatter:\n"
+)
+OLDER_CLAUDE_CODE_SECTION = (
+    "# auto memory\n\nYou have a persistent, file-based memory system at "
+    "`/home/ana/.claude/projects/-src-app/memory/`.\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("system", "found"),
+    [
+        pytest.param(CLAUDE_CODE_SECTION, True, id="claude-code-2.1.332"),
+        pytest.param(OLDER_CLAUDE_CODE_SECTION, True, id="claude-code-older"),
+        pytest.param(
+            [
+                {"type": "text", "text": "You are an agent."},
+                {"type": "text", "text": "# Tools\n\n...\n\n" + CLAUDE_CODE_SECTION},
+            ],
+            True,
+            id="in-a-later-block",
+        ),
+        pytest.param(None, False, id="none"),
+        pytest.param("You are a helpful assistant.", False, id="no-section"),
+        pytest.param("# Memory\n\nThe server has 64 GB of memory.", False, id="another-memory"),
+        pytest.param("Intro. # Memory\nYou have a persistent memory.", False, id="not-a-heading"),
+    ],
+)
+def test_a_hosts_memory_section_is_recognised(system: object, found: bool) -> None:
+    assert has_memory_section(system) is found  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("layout", MEMORY_FORMATS)
+def test_memdirs_own_memory_section_is_recognised(tmp_path: Path, layout: MemoryFormat) -> None:
+    for team in (False, True):
+        assert has_memory_section(memory_prompt(tmp_path, team, format=layout))

@@ -436,11 +436,14 @@ def test_as_a_plain_chat_model_it_says_what_it_is() -> None:
 # --- the prompt, the rules ------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("host_memory", [False, True])
 @pytest.mark.parametrize("skip_index", [False, True])
 @pytest.mark.parametrize("team", [False, True])
 def test_prompt_parsing_keeps_in_step_with_the_prompt_builders(
-    tmp_path: Path, team: bool, skip_index: bool
+    tmp_path: Path, team: bool, skip_index: bool, host_memory: bool
 ) -> None:
+    # The short prompt (a host with a memory section of its own) and the turn's date
+    # leave every fact the offline model reads in place.
     md = MemoryDir(tmp_path / "memory")
     md.write("user_role.md", "---\nname: Role\ndescription: The role: a: b\ntype: user\n---\n")
     md.write("team/notes.md", "no frontmatter at all\n")
@@ -448,10 +451,18 @@ def test_prompt_parsing_keeps_in_step_with_the_prompt_builders(
     manifest = format_manifest(md.scan())
     if team:
         prompt = build_extract_combined_prompt(
-            7, manifest, skip_index, memory_dir=str(md.root), team_dir=str(md.team_dir)
+            7,
+            manifest,
+            skip_index,
+            memory_dir=str(md.root),
+            team_dir=str(md.team_dir),
+            host_memory=host_memory,
+            today=TODAY,
         )
     else:
-        prompt = build_extract_auto_only_prompt(7, manifest, skip_index, memory_dir=str(md.root))
+        prompt = build_extract_auto_only_prompt(
+            7, manifest, skip_index, memory_dir=str(md.root), host_memory=host_memory, today=TODAY
+        )
     assert parse_extraction_prompt(prompt) == ExtractionPrompt(
         count=7,
         memory_dir=str(md.root),
@@ -466,7 +477,12 @@ def test_prompt_parsing_keeps_in_step_with_the_prompt_builders(
         else {str(md.root): None, **({str(md.team_dir): None} if team else {})},
     )
     single = build_extract_auto_only_prompt(
-        1, "", memory_dir=str(md.root), index_text="- [A](a.md) — a\n"
+        1,
+        "",
+        memory_dir=str(md.root),
+        index_text="- [A](a.md) — a\n",
+        host_memory=host_memory,
+        today=TODAY,
     )
     assert parse_extraction_prompt(single) == ExtractionPrompt(
         count=1,
@@ -480,9 +496,10 @@ def test_prompt_parsing_keeps_in_step_with_the_prompt_builders(
 
 def test_every_prompt_pattern_matches_some_real_prompt() -> None:
     prompts = [
-        build_extract_auto_only_prompt(3, "- [user] a.md (2026-01-01T00:00:00.000Z)", skip, **kw)
+        build_extract_auto_only_prompt(
+            3, "- [user] a.md (2026-01-01T00:00:00.000Z)", skip, memory_dir="/m"
+        )
         for skip in (False, True)
-        for kw in ({"memory_dir": "/m"},)
     ] + [
         build_extract_combined_prompt(3, "- b.md (2026-01-01T00:00:00.000Z)", skip, memory_dir="/m")
         for skip in (False, True)

@@ -206,9 +206,9 @@ def test_offline_model_writes_reach_disk_in_claude_codes_layout(
     )
     [write] = response.message.tool_uses
     content = write.input["content"]
-    # Unasked, it writes what the prompt's example shows (today's extraction prompt shows
-    # the 2.1.88 layout); the stamps are the Write tool's to add.
-    nested = layout == "current"
+    # Unasked, it writes what the prompt's example shows (the extraction prompt shows
+    # today's layout by default); the stamps are the Write tool's to add.
+    nested = layout != "2.1.88"
     assert ("\nmetadata:\n  node_type: memory\n  type: feedback\n" in content) is nested
     assert "originSessionId" not in content
     run(WriteTool(memory), dict(write.input), context(memory))

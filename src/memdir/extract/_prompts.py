@@ -8,23 +8,35 @@ Two variants: *auto-only* (one private directory) and *combined* (a private and 
 directory, with guidance on which scope each memory belongs to). Either may drop the
 ``MEMORY.md`` step (``skip_index``) for setups that find memories without the index.
 
+Each comes whole or short. The whole prompt says everything, for a fork whose host knows
+nothing of memory and for memdir's own standalone request. The short one is for a fork
+whose host's system prompt already holds a memory section (Claude Code's "# Memory", or
+memdir's own :func:`memdir.recall.memory_prompt`): the memory agent then follows that
+section for the types, what not to save and the file format, as Claude Code's own fork
+does, and the prompt adds only how this run works, so the two never disagree.
+
 The text depends on nothing but the arguments, so identical inputs give a byte-identical
 prompt and repeated runs keep a stable, cacheable prefix.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from memdir.errors import UsageError
-from memdir.store import MAX_ENTRYPOINT_LINES
+from memdir.store import MAX_ENTRYPOINT_LINES, MEMORY_FORMATS, MemoryFormat
 
 __all__ = [
     "PromptParts",
     "build_extract_auto_only_prompt",
     "build_extract_combined_prompt",
     "extract_prompt_parts",
+    "has_memory_section",
 ]
 
 # ~150 characters: the index line length Claude Code asks its memory agent to stay under.
@@ -134,7 +146,7 @@ _TYPE_PROJECT = """\
 What is happening around the work that neither the code nor the git history records: \
 ongoing efforts, goals, decisions and the reasons for them, deadlines, incidents. Capture \
 who is doing what, why, and by when. Never leave a date relative: "next Thursday" \
-becomes a calendar date (YYYY-MM-DD), worked out from the current date.
+becomes a calendar date (YYYY-MM-DD), worked out from today's date.
 
 Body: the fact or decision, then a `**Why:**` line and a `**How to apply:**` line. These \
 memories go stale fast; update or remove them when the conversation shows that things \
@@ -184,22 +196,42 @@ it, if anything."""
 _FILE_FORMAT = """\
 ## How to save
 
-Each memory gets its own Markdown file {where}, with a short, descriptive snake_case name \
-such as `user_role.md` or `feedback_testing.md`. The file starts with frontmatter in \
-exactly this form:
+Each memory holds one fact (one preference, one decision, one link to elsewhere) in a \
+Markdown file of its own {where}: two facts make two files. Give the file a short, \
+descriptive snake_case name such as `user_role.md` or `feedback_testing.md`. The file \
+starts with frontmatter in exactly this form:
 
 ```markdown
 ---
-name: <short title>
-description: <one line: what this memory is; later runs use it to decide relevance, so be \
-specific>
-type: <user|feedback|project|reference>
+{frontmatter}
 ---
 
 <body>
 ```
 
-When you change a memory, keep its `name`, `description` and `type` true to the new body."""
+{links}When you change a memory, keep its `name`, `description` and `type` true to the new \
+body."""
+
+_DESCRIPTION_LINE = (
+    "description: <one line: what this memory is; later runs use it to decide relevance, "
+    "so be specific>"
+)
+# The frontmatter each layout of memdir.store's MemoryFormat asks for: today's Claude Code
+# keeps `type` under `metadata` with a kebab-case `name`; 2.1.88 kept both at the top.
+_FRONTMATTER: Mapping[MemoryFormat, str] = {
+    "current": (
+        f"name: <short-name-in-kebab-case>\n{_DESCRIPTION_LINE}\n"
+        "metadata:\n  type: <user|feedback|project|reference>"
+    ),
+    "2.1.88": f"name: <short title>\n{_DESCRIPTION_LINE}\ntype: <user|feedback|project|reference>",
+}
+
+_LINKS = """\
+In the body, link each related memory as `[[name]]`, with that memory's `name`. Link \
+freely: a link to a memory nobody has written yet is no error, it marks something worth \
+saving later.
+
+"""
 
 _INDEX = """\
 Then add a pointer to the file in {index}: one line, under ~{line_chars} characters, in \
@@ -213,12 +245,48 @@ _NO_INDEX = """\
 Write the memory file and nothing more: memories are found without an index here, so do \
 not create, read or change `MEMORY.md`."""
 
-_FINISH = """\
+_SHORT = """\
+## How this run works
+
+Your system prompt already has a section on memory. Follow it for the types of memory, \
+for what is not worth saving, and for how a memory file and its index entry look; this \
+message adds only how this run goes.{named}
+
+- One fact per file: two facts make two files. Link related memories with `[[name]]`, \
+the other memory's `name`.
+- Check the list of existing files before you write: update the file that already holds \
+a fact rather than adding a duplicate, and correct a memory the conversation shows is \
+wrong.
+- `Read`, `Grep` and `Glob` work anywhere; `Bash` only for read-only commands (no `rm`: \
+to forget a memory, `Edit` it away); `Write` and `Edit` only inside {where}. `Edit`, or \
+`Write` over an existing file, needs a `Read` of it earlier in this run{known}.
+- Spend as few turns as you can: first every `Read` you need, all at once; then every \
+`Write` and `Edit`, all at once. Do not go back and forth.
+- Use the conversation alone: no searching the codebase, no git, no checking facts."""
+
+_SHORT_TEAM_SECRETS = """\
+- **Never** put a secret (an API key, token, password or other credential) in team \
+memory: everyone on the project reads it."""
+
+_NOTHING = "Nothing to save."
+
+_SHORT_FINISH = f"""\
+If nothing is worth saving, call no tool and answer only `{_NOTHING}`; otherwise end \
+with one line on what you saved or changed."""
+
+_FINISH = f"""\
 ## Finish
 
 When you answer without a tool call, say in one line what you saved or changed (for \
-example `Saved feedback_testing.md; updated user_role.md.`), or that there was nothing \
-to save."""
+example `Saved feedback_testing.md; updated user_role.md.`), or answer only \
+`{_NOTHING}`"""
+
+# A memory section in a host's system prompt: a "# Memory" heading (Claude Code 2.1.332,
+# memdir's recall prompt) or "# auto memory" (Claude Code's older builds), and, soon
+# after it, the sentence that says the agent has a persistent memory.
+_MEMORY_HEADING = re.compile(r"^# (?:Memory|auto memory)[ \t]*$", re.M)
+_PERSISTENT = re.compile(r"persistent,? (?:file-based )?memory", re.I)
+_SECTION_LEAD_CHARS = 1_000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -231,9 +299,11 @@ class PromptParts:
     """
 
     request: str
-    """What this run is about: the number of new messages and where memory lives."""
+    """What this run is about: the number of new messages, where memory lives, and the
+    turn's date (sent last, so it never changes a cached prefix)."""
     state: str
-    """What memory holds now: the list of memory files and the text of each index."""
+    """What memory holds now: the list of memory files and the text of each index (and,
+    in memdir's own request, the project's instruction files after them)."""
     instructions: str
     """How to do the job; the same on every run of one extractor."""
 
@@ -253,10 +323,17 @@ def extract_prompt_parts(
     team_dir: str | None = None,
     index_text: str | None = None,
     team_index_text: str | None = None,
+    today: datetime.date | None = None,
+    memory_format: MemoryFormat = "current",
+    host_memory: bool = False,
 ) -> PromptParts:
     """The extraction prompt for one private directory, or (``team``) a private and a team
     directory, in parts; the arguments are those of :func:`build_extract_auto_only_prompt`
     and :func:`build_extract_combined_prompt`."""
+    if memory_format not in MEMORY_FORMATS:
+        raise UsageError(
+            f"unknown memory format {memory_format!r}; expected one of {MEMORY_FORMATS}"
+        )
     opener = _opener(new_message_count)
     if team:
         if team_dir is None and memory_dir is not None:
@@ -266,6 +343,10 @@ def extract_prompt_parts(
         request = opener
         if memory_dir is not None:
             request += f"\n\nThe memory directory is `{memory_dir}`."
+    if today is not None:
+        # Claude Code's own words for the date in its context; the memory agent needs it
+        # to turn "next Thursday" into a calendar date.
+        request += f"\n\nToday's date is {today.isoformat()}."
     state = [_manifest_section(manifest)]
     if not skip_index:
         if team:
@@ -273,9 +354,42 @@ def extract_prompt_parts(
             state.append(_index_section("`MEMORY.md` of the team directory", team_index_text))
         else:
             state.append(_index_section("`MEMORY.md`", index_text))
-    return PromptParts(
-        request=request, state=_join(*state), instructions=_instructions(team, skip_index)
+    instructions = (
+        _short_instructions(team, skip_index, named=memory_dir is not None)
+        if host_memory
+        else _instructions(team, skip_index, memory_format)
     )
+    return PromptParts(request=request, state=_join(*state), instructions=instructions)
+
+
+def has_memory_section(system: str | Sequence[Mapping[str, Any]] | None) -> bool:
+    """Whether a host's system prompt (a string or a list of text blocks) has a section
+    that tells its agent about its persistent memory: Claude Code's "# Memory" (or the
+    older "# auto memory"), or the one :func:`memdir.recall.memory_prompt` writes."""
+    if system is None:
+        return False
+    texts = [system] if isinstance(system, str) else [str(b.get("text", "")) for b in system]
+    for text in texts:
+        for heading in _MEMORY_HEADING.finditer(text):
+            lead = text[heading.end() : heading.end() + _SECTION_LEAD_CHARS]
+            if _PERSISTENT.search(lead):
+                return True
+    return False
+
+
+_NAMED = " Save in the directory named above, even where the system prompt names another."
+
+
+def _short_instructions(team: bool, skip_index: bool, named: bool) -> str:
+    where = "the two memory directories" if team else "the memory directory"
+    known = "" if skip_index else " (an index whose text you are shown counts as read)"
+    sections = [_SHORT.format(where=where, known=known, named=_NAMED if named else "")]
+    if team:
+        sections[0] += "\n" + _SHORT_TEAM_SECRETS
+    if skip_index:
+        sections.append(_NO_INDEX)
+    sections.append(_SHORT_FINISH)
+    return _join(*sections)
 
 
 def _index_section(label: str, text: str | None) -> str:
@@ -290,7 +404,11 @@ def _index_section(label: str, text: str | None) -> str:
     return _INDEX_TEXT.format(label=label, lead=lead, text=body, fence=fence)
 
 
-def _instructions(team: bool, skip_index: bool) -> str:
+def _file_format(where: str, memory_format: MemoryFormat) -> str:
+    return _FILE_FORMAT.format(where=where, frontmatter=_FRONTMATTER[memory_format], links=_LINKS)
+
+
+def _instructions(team: bool, skip_index: bool, memory_format: MemoryFormat) -> str:
     if team:
         where_tools = "the two memory directories"
         index_step = (
@@ -316,7 +434,7 @@ def _instructions(team: bool, skip_index: bool) -> str:
             *typed,
             _TEAM_SECRETS,
             _NOT_TO_SAVE,
-            _FILE_FORMAT.format(where="in the directory its scope calls for"),
+            _file_format("in the directory its scope calls for", memory_format),
             index,
             _FINISH,
         )
@@ -341,7 +459,7 @@ def _instructions(team: bool, skip_index: bool) -> str:
         _TYPE_PROJECT,
         _TYPE_REFERENCE,
         _NOT_TO_SAVE,
-        _FILE_FORMAT.format(where="in the memory directory"),
+        _file_format("in the memory directory", memory_format),
         index,
         _FINISH,
     )
@@ -359,6 +477,9 @@ def build_extract_auto_only_prompt(
     *,
     memory_dir: str | None = None,
     index_text: str | None = None,
+    today: datetime.date | None = None,
+    memory_format: MemoryFormat = "current",
+    host_memory: bool = False,
 ) -> str:
     """The extraction prompt for a single, private memory directory.
 
@@ -370,7 +491,15 @@ def build_extract_auto_only_prompt(
     ``MEMORY.md`` (None: it does not exist); the prompt shows it, so the agent can change
     the index without a ``Read`` first, and the caller must count it as read.
 
-    Raises :class:`~memdir.errors.UsageError` for a negative ``new_message_count``.
+    ``today`` is the date of the turn, given to the agent for dates such as "next
+    Thursday". ``memory_format`` is the frontmatter layout the prompt asks for (see
+    :data:`memdir.store.MemoryFormat`). ``host_memory`` gives the short prompt, for a fork
+    whose host's system prompt has a memory section already (see
+    :func:`has_memory_section`): it defers to that section for the types, what not to
+    save and the file format.
+
+    Raises :class:`~memdir.errors.UsageError` for a negative ``new_message_count`` or an
+    unknown ``memory_format``.
     """
     return extract_prompt_parts(
         new_message_count,
@@ -378,6 +507,9 @@ def build_extract_auto_only_prompt(
         skip_index,
         memory_dir=memory_dir,
         index_text=index_text,
+        today=today,
+        memory_format=memory_format,
+        host_memory=host_memory,
     ).whole
 
 
@@ -390,6 +522,9 @@ def build_extract_combined_prompt(
     team_dir: str | None = None,
     index_text: str | None = None,
     team_index_text: str | None = None,
+    today: datetime.date | None = None,
+    memory_format: MemoryFormat = "current",
+    host_memory: bool = False,
 ) -> str:
     """The extraction prompt for a private directory with a shared team directory beside it.
 
@@ -399,7 +534,8 @@ def build_extract_combined_prompt(
     of memory, whether it belongs in private or team memory, and forbids secrets in team
     memory. Each directory keeps its own ``MEMORY.md``.
 
-    Raises :class:`~memdir.errors.UsageError` for a negative ``new_message_count``.
+    Raises :class:`~memdir.errors.UsageError` for a negative ``new_message_count`` or an
+    unknown ``memory_format``.
     """
     return extract_prompt_parts(
         new_message_count,
@@ -410,6 +546,9 @@ def build_extract_combined_prompt(
         team_dir=team_dir,
         index_text=index_text,
         team_index_text=team_index_text,
+        today=today,
+        memory_format=memory_format,
+        host_memory=host_memory,
     ).whole
 
 

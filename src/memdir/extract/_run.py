@@ -10,6 +10,8 @@ as a turn's calls have all written successfully.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import hashlib
 import json
 import os
@@ -19,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from memdir.cost import CostEstimate, Prices, bill, model_family, provider_of
+from memdir.extract._instructions import format_instruction_files, load_instruction_files
 from memdir.extract._planner import RequestShape, RunPlan, RunStats, plan_run, steady
-from memdir.extract._prompts import PromptParts, extract_prompt_parts
+from memdir.extract._prompts import PromptParts, extract_prompt_parts, has_memory_section
 from memdir.extract._standalone import (
     STATE_HEADING,
     RenderedConversation,
@@ -123,11 +126,46 @@ def _one_hour(item: Mapping[str, Any]) -> bool:
     return isinstance(marker, Mapping) and marker.get("ttl") == "1h"
 
 
+_EMPTY_STATE = "The memory directory is empty."
+
+
+def _with_project(parts: PromptParts, project: str) -> PromptParts:
+    """``parts`` with the project's instruction files after the memory's state: both
+    change rarely, so both sit in the cached message before the conversation."""
+    if not project:
+        return parts
+    return dataclasses.replace(parts, state=f"{parts.state or _EMPTY_STATE}\n\n{project}")
+
+
 def _state_message(parts: PromptParts) -> Message:
-    body = parts.state or "The memory directory is empty."
+    body = parts.state or _EMPTY_STATE
     # Meta: memdir's words, not the user's, for anything that reads the conversation.
     text = f"{STATE_HEADING}\n\n{body}"
     return Message(role="user", content=(TextBlock(text=text),), is_meta=True)
+
+
+def _turn_date(
+    messages: Sequence[Message], start: int, end: int, reported_at: float
+) -> datetime.date | None:
+    """The date of the newest message a run covers that says when it was written (a
+    Claude Code transcript stamps every line), in local time as Claude Code gives it;
+    else the date the turn was reported. None when neither makes a date."""
+    for index in range(min(end, len(messages)) - 1, start - 1, -1):
+        stamp = messages[index].timestamp
+        if stamp is not None:
+            return stamp.astimezone().date()
+    try:
+        return datetime.datetime.fromtimestamp(reported_at).date()
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _host_has_memory_section(params: CacheSafeParams, messages: Sequence[Message]) -> bool:
+    """Whether the host's system prompt tells its agent about memory: in the request's
+    ``system``, or (OpenAI's way) in a system or developer message."""
+    if has_memory_section(params.system):
+        return True
+    return any(m.role in ("system", "developer") and has_memory_section(m.text) for m in messages)
 
 
 class Runner:
@@ -174,7 +212,8 @@ class Runner:
         of them that fits one standalone run)."""
         md = self._md
         await self.conversation.update(messages)
-        headers, indexes = await asyncio.to_thread(self._read_state)
+        cwd = turn.cwd or os.getcwd()
+        headers, indexes, project = await asyncio.to_thread(self._read_state, cwd)
         end = len(messages)
         # Rendering a window (a first one can hold 100k tokens of conversation) is work
         # for a worker thread: on the host's loop it would stall the host for it. Runs of
@@ -190,7 +229,9 @@ class Runner:
         team_index_text = indexes[1].text if len(indexes) > 1 else None
         team = self._config.team
 
-        def parts_for(count: int, newest_first: bool) -> PromptParts:
+        def parts_for(
+            count: int, newest_first: bool, end: int, host_memory: bool = False
+        ) -> PromptParts:
             listed = headers if newest_first else list(reversed(headers))
             return extract_prompt_parts(
                 count,
@@ -201,6 +242,9 @@ class Runner:
                 team_dir=str(md.team_dir) if team else None,
                 index_text=index_text,
                 team_index_text=team_index_text,
+                today=_turn_date(messages, cursor, end, reported_at),
+                memory_format=self._config.memory_format,
+                host_memory=host_memory,
             )
 
         now = self._clock()
@@ -209,12 +253,20 @@ class Runner:
             self.stats.record_gap(now - self._last_run_at < ttl)
         self._last_run_at = now
         alone_count = len(model_visible(messages[cursor : window.end]))
-        alone_parts = parts_for(alone_count, newest_first=False)
+        alone_parts = _with_project(
+            parts_for(alone_count, newest_first=False, end=window.end), project
+        )
         alone_shape = self._standalone_shape(alone_parts, window, now)
         fork_shape: RequestShape | None = None
         fork_parts: PromptParts | None = None
         if turn.params is not None:
-            fork_parts = parts_for(len(model_visible(messages[cursor:])), newest_first=True)
+            fork_parts = parts_for(
+                len(model_visible(messages[cursor:])),
+                newest_first=True,
+                end=end,
+                # The host's own memory section rules the format; memdir's prompt defers.
+                host_memory=_host_has_memory_section(turn.params, messages),
+            )
             sent = turn.last_request_at if turn.last_request_at is not None else reported_at
             fork_shape = self._fork_shape(turn, fork_parts, len(messages), now - sent)
         plan = plan_run(
@@ -225,7 +277,6 @@ class Runner:
             self._standalone_steady(alone_parts, window),
         )
 
-        cwd = turn.cwd or os.getcwd()
         context = ToolContext(
             write_guard=memory_write_guard(
                 md, allow_private_secrets=self._config.allow_private_secrets
@@ -291,13 +342,15 @@ class Runner:
             cost=bill(result.usage, family.prices),
         )
 
-    def _read_state(self) -> tuple[list[Any], list[_Index]]:
+    def _read_state(self, cwd: str) -> tuple[list[Any], list[_Index], str]:
         md = self._md
         headers = md.scan()
         indexes = [_read_index(md.entrypoint)]
         if self._config.team:
             indexes.append(_read_index(md.team_entrypoint))
-        return headers, indexes
+        # Read for memdir's own request only; a fork's host has loaded them already.
+        files = load_instruction_files(cwd) if self._config.load_instructions else ()
+        return headers, indexes, format_instruction_files(files)
 
     # --- the two shapes ---------------------------------------------------------------------
 

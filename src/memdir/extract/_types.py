@@ -57,6 +57,11 @@ class ExtractConfig:
     tool_result_chars: int = 2_000
     """Standalone runs: tool results and tool inputs longer than this are cut to their
     head."""
+    load_instructions: bool = True
+    """Standalone runs: show the memory agent the project's instruction files
+    (``CLAUDE.md`` and the like, found from the turn's ``cwd`` as Claude Code finds
+    them), so it does not save what they already say. A fork sees whatever its host's
+    request holds instead."""
 
     def turns_between_runs(self) -> int:
         """The current value of :attr:`every_n_turns`, at least 1."""
