@@ -230,3 +230,33 @@ def test_memory_saved_during_a_conversation_is_noticed_once(tmp_path: Path) -> N
     assert other is not None
     assert "Deploys" in other.index
     assert other.notice is None
+
+
+def test_with_no_model_to_run_a_turn_fails_saying_why_instead_of_going_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host whose model memdir cannot reach (no endpoint), no ``model=`` and no key:
+    the run fails with a reason, and the offline engine saves nothing in its place."""
+    from memdir.messages import Message
+    from memdir.telemetry import CollectingSink
+
+    for name in ("MEMDIR_MODEL", "MEMDIR_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    sink = CollectingSink()
+    core = HostCore(tmp_path / "memory", sink=sink)
+    turn = [
+        Message.user("I'm Dana, a data engineer; remember that I always use polars."),
+        Message.assistant("Noted: polars it is."),
+    ]
+
+    async def one_turn() -> None:
+        core.report(_host.HostTurn(messages=turn, conversation="c1"))
+        await core.drain()
+
+    asyncio.run(one_turn())
+    (event,) = sink.named("extract.error")
+    assert "no model for memdir's own run" in str(event.fields["reason"])
+    saved = [p for p in (tmp_path / "memory").glob("*.md") if p.name != "MEMORY.md"]
+    assert saved == []

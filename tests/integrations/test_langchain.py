@@ -830,7 +830,7 @@ def test_the_example_agent_remembers(tmp_path: Path) -> None:
 def test_without_langchain_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "memdir.integrations.langchain")
     monkeypatch.setitem(sys.modules, "langchain.agents.middleware", None)
-    with pytest.raises(MissingExtraError, match=r"memdir\[langchain\]"):
+    with pytest.raises(MissingExtraError, match=r"pip install -e \S+\[langchain\]"):
         importlib.import_module("memdir.integrations.langchain")
 
 

@@ -791,7 +791,7 @@ def test_memdir_messages_convert_back_to_pydantic_ai() -> None:
 def test_a_missing_pydantic_ai_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pydantic_ai", None)
     monkeypatch.delitem(sys.modules, "memdir.integrations.pydantic_ai")
-    with pytest.raises(ImportError, match=r"memdir\[pydantic-ai\]"):
+    with pytest.raises(ImportError, match=r"pip install -e \S+\[pydantic-ai\]"):
         importlib.import_module("memdir.integrations.pydantic_ai")
 
 

@@ -34,7 +34,7 @@ def test_without_the_extra_the_error_names_it():
         "    print(exc)\n"
     )
     assert result.returncode == 0, result.stderr
-    assert "memdir[postgres]" in result.stdout
+    assert "[postgres]" in result.stdout
 
 
 def test_without_the_extra_the_commands_say_so_in_one_line():
@@ -46,6 +46,6 @@ def test_without_the_extra_the_commands_say_so_in_one_line():
         "main(['queue', 'status', '--db', 'host=127.0.0.1'])\n"
     )
     assert result.returncode == 2
-    assert "memdir[postgres]" in result.stderr
+    assert "[postgres]" in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

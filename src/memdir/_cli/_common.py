@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime
 import functools
 import json
 import os
@@ -16,16 +15,18 @@ import click
 
 from memdir.errors import MemdirError, error_info
 from memdir.models import (
-    DEFAULT_ANTHROPIC_MODEL,
-    DEFAULT_OPENAI_MODEL,
     Model,
-    in_service,
-    provider_of,
     resolve_model,
     retirement,
     upcoming_retirement,
 )
 from memdir.models._anthropic import MEMDIR_ANTHROPIC_API_KEY_ENV
+
+# Re-exported: the hook and the tests take them from here.
+from memdir.models._choice import MEMDIR_MODEL_ENV as MEMDIR_MODEL_ENV
+from memdir.models._choice import NO_MODEL as NO_MODEL
+from memdir.models._choice import can_reach
+from memdir.models._choice import model_spec as model_spec
 from memdir.store import ENTRYPOINT_NAME, MEMDIR_DIR_ENV, MemoryDir, default_memory_dir
 from memdir.store._atomic import STATE_DIR_NAME
 from memdir.transcripts import Transcript, host_model
@@ -73,62 +74,6 @@ def fail_with(exc: BaseException, what: str | None = None) -> NoReturn:
     bare = isinstance(exc, OSError) and not isinstance(exc, MemdirError)
     kind = "memory_dir" if bare else str(info["kind"])
     fail(message, code, kind=kind, status=status if isinstance(status, int) else None)
-
-
-MEMDIR_MODEL_ENV = "MEMDIR_MODEL"
-
-NO_MODEL = (
-    "no model to run: set MEMDIR_ANTHROPIC_API_KEY, ANTHROPIC_API_KEY or "
-    "ANTHROPIC_AUTH_TOKEN (or OPENAI_API_KEY), or pass --model offline for the "
-    "rule-based engine"
-)
-"""Why a command that needs a model stops when no provider is configured: the offline
-engine runs only when asked for, never in place of a model the user meant to have."""
-
-_ANTHROPIC_CREDENTIALS = (MEMDIR_ANTHROPIC_API_KEY_ENV, "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
-
-
-def _can_reach(provider: str | None, env: Mapping[str, str]) -> bool:
-    """Whether ``env`` holds what memdir's own client for ``provider`` needs."""
-    if provider == "anthropic":
-        return any(env.get(name) for name in _ANTHROPIC_CREDENTIALS)
-    if provider == "openai":
-        return bool(env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL"))
-    return False
-
-
-def model_spec(
-    option: str | None,
-    env: Mapping[str, str] | None = None,
-    *,
-    host: str | None = None,
-    today: datetime.date | None = None,
-) -> str | None:
-    """The model spec to use, or None when nothing names one and no provider is set up.
-
-    ``--model``, else ``$MEMDIR_MODEL``, else the host's own model (``host``, a name such
-    as :func:`~memdir.transcripts.host_model` reads from a transcript; a retired one
-    replaced by its successor) when memdir has credentials for its provider, else
-    Anthropic's default when ``$MEMDIR_ANTHROPIC_API_KEY``, ``$ANTHROPIC_API_KEY`` or
-    ``$ANTHROPIC_AUTH_TOKEN`` is set, else OpenAI's when ``$OPENAI_API_KEY`` or
-    ``$OPENAI_BASE_URL`` is. Never ``offline`` unless asked for: None is the caller's to
-    report (:data:`NO_MODEL`).
-    """
-    env = os.environ if env is None else env
-    if option:
-        return option
-    if env.get(MEMDIR_MODEL_ENV):
-        return env[MEMDIR_MODEL_ENV]
-    if host:
-        provider = provider_of(host)
-        if provider is not None and _can_reach(provider, env):
-            spec = host if host.startswith(f"{provider}:") else f"{provider}:{host}"
-            return in_service(spec, today=today)
-    if _can_reach("anthropic", env):
-        return f"anthropic:{DEFAULT_ANTHROPIC_MODEL}"
-    if _can_reach("openai", env):
-        return f"openai:{DEFAULT_OPENAI_MODEL}"
-    return None
 
 
 def default_spec_for(transcript: Transcript, env: Mapping[str, str] | None = None) -> str | None:
@@ -226,7 +171,7 @@ def missing_credentials(
     """
     env = os.environ if env is None else env
     provider = spec.partition(":")[0]
-    if provider == "anthropic" and not _can_reach("anthropic", env):
+    if provider == "anthropic" and not can_reach("anthropic", env):
         return (
             f"{spec} needs a key: set ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, "
             f"or {MEMDIR_ANTHROPIC_API_KEY_ENV} for a key memdir alone uses"

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from memdir.errors import error_fields
 from memdir.extract._coordinator import admitted
 from memdir.extract._extractor import MemoryExtractor
 from memdir.extract._loop import BackgroundLoop
@@ -162,7 +163,13 @@ class InProcessBackend:
         try:
             held = self._hold(key, turn)
         except Exception as exc:  # the host's turn must never fail because of memory
-            emit(self.sink, "extract.error", duration_ms=0, error_type=type(exc).__name__)
+            emit(
+                self.sink,
+                "extract.error",
+                duration_ms=0,
+                error_type=type(exc).__name__,
+                **error_fields(exc),
+            )
             return
         try:
             # Raises only MessageTypeError: the host's own mistake, for it to fix.
@@ -173,7 +180,13 @@ class InProcessBackend:
         try:
             self._let_go_idle()
         except Exception as exc:
-            emit(self.sink, "extract.error", duration_ms=0, error_type=type(exc).__name__)
+            emit(
+                self.sink,
+                "extract.error",
+                duration_ms=0,
+                error_type=type(exc).__name__,
+                **error_fields(exc),
+            )
 
     def _hold(self, key: str, turn: TurnContext) -> _Conversation:
         with self._lock:

@@ -200,7 +200,13 @@ class MemoryExtractor:
         except MessageTypeError:
             raise  # the host's own mistake, to be fixed where it calls
         except Exception as exc:  # the host's turn must never fail because of memory
-            emit(self.sink, "extract.error", duration_ms=0, error_type=type(exc).__name__)
+            emit(
+                self.sink,
+                "extract.error",
+                duration_ms=0,
+                error_type=type(exc).__name__,
+                **error_fields(exc),  # why, in one line: the only place it is said
+            )
 
     @staticmethod
     def _ambiguous_as(turn: TurnContext) -> NativeFormat:

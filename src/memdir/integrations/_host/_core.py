@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
+from memdir.errors import UsageError
 from memdir.extract import ExtractConfig, MemoryExtractor, Notify, TurnContext
 from memdir.extract import MemoryBackend as Backend
 from memdir.fork import CacheSafeParams
@@ -25,6 +26,7 @@ from memdir.integrations._host._client import (
 from memdir.integrations._host._requests import SentRequest, fork_params
 from memdir.messages import AnyMessage
 from memdir.models import Model, resolve_model
+from memdir.models._choice import model_spec
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
 from memdir.recall import (
     MemoryStamp,
@@ -123,7 +125,8 @@ class HostCore:
     ``memory_dir``: default ``$MEMDIR_DIR``, else Claude Code's folder for ``cwd``.
     ``model``: memdir's model for standalone runs (a :class:`~memdir.models.Model` or a
     spec, with ``base_url``); default the host's own model on its endpoint (a client of
-    memdir's own with the host's settings), else ``$MEMDIR_MODEL``, else offline. A fork
+    memdir's own with the host's settings), else ``$MEMDIR_MODEL``, else the default model
+    of the provider whose key is set (never the offline engine unless named). A fork
     always runs on the host's model. ``backend``: where turns go (default: extraction in
     this process, at most ``max_conversations`` conversations held at once).
     """
@@ -196,7 +199,15 @@ class HostCore:
         if known is not None:
             return known
         if self._fallback_model is None:
-            self._fallback_model = resolve_model(os.environ.get("MEMDIR_MODEL") or "offline")
+            # Never the offline engine unasked: a run with no model fails, saying why.
+            spec = model_spec(None)
+            if spec is None:
+                raise UsageError(
+                    "no model for memdir's own run (the host's model cannot be reached "
+                    "through memdir): pass model=..., or set MEMDIR_MODEL or a provider's "
+                    "key; model='offline' is the rule-based engine"
+                )
+            self._fallback_model = resolve_model(spec)
         return self._fallback_model
 
     # --- one turn -------------------------------------------------------------------------------
