@@ -24,6 +24,7 @@ from memdir._private import make_private_dirs, open_private
 from memdir.errors import MemdirError, one_line
 
 if TYPE_CHECKING:
+    from memdir._cli._run import TranscriptReport
     from memdir.extract._planner import Mode
     from memdir.models import Model
     from memdir.transcripts import Transcript
@@ -32,7 +33,9 @@ __all__ = [
     "ANSWER_TAIL_CHARS",
     "HookLog",
     "extract_session",
+    "extract_through_claude_code_session",
     "load_settled",
+    "log_report",
     "main",
     "memory_root_for",
     "open_log",
@@ -78,6 +81,30 @@ def memory_root_for(job: Mapping[str, Any], env: Mapping[str, str] | None = None
     return default_memory_dir(cwd if isinstance(cwd, str) and cwd else os.getcwd(), env=env)
 
 
+def log_report(log: HookLog, report: TranscriptReport) -> None:
+    """What one session's extraction did, as the hook's log lines."""
+    for reason in report.error_reasons:
+        log.line(f"run failed (retried next time): {reason}")
+    if report.turns:
+        log.line(f"host request: {report.host_request}")
+    log.line(
+        f"session {report.session_id}: {report.turns} turn(s), {report.runs} run(s) "
+        f"({', '.join(report.modes) or 'none'}), "
+        f"{report.memories_saved} memory(ies) saved, {report.errors} failed; "
+        + (
+            f"tokens estimated ~{report.input_tokens} in, ~{report.output_tokens} out "
+            "(the offline model calls no provider)"
+            if report.usage_estimated
+            else f"input {report.input_tokens + report.cache_creation_input_tokens} "
+            f"+ {report.cache_read_input_tokens} from cache, output {report.output_tokens} tokens"
+        )
+    )
+    for went, plan in zip(report.modes, report.plans, strict=False):
+        log.line(f"{went}: {plan}")
+    for path in report.saved_paths:
+        log.line(f"saved {path}")
+
+
 async def extract_session(
     transcript: Transcript,
     memory_root: Path,
@@ -104,34 +131,57 @@ async def extract_session(
             log.line(f"extraction not started: {missing}")
             return 2
         if fell_back:
-            log.line("no model provider configured: using the offline rule-based model")
+            # The offline engine runs only when asked for by name (--model offline).
+            log.line(
+                "extraction not started: no model provider configured (set "
+                "MEMDIR_ANTHROPIC_API_KEY or ANTHROPIC_API_KEY, or give --model offline)"
+            )
+            return 2
         model = resolve_model(spec, base_url=base_url)
     try:
         report = await extract_transcript(transcript, MemoryDir(memory_root), model, mode=mode)
     finally:
         if owned:
             await close_model(model)
-    for reason in report.error_reasons:
-        log.line(f"run failed (retried next time): {reason}")
-    if report.turns:
-        log.line(f"host request: {report.host_request}")
-    log.line(
-        f"session {report.session_id}: {report.turns} turn(s), {report.runs} run(s) "
-        f"({', '.join(report.modes) or 'none'}), "
-        f"{report.memories_saved} memory(ies) saved, {report.errors} failed; "
-        + (
-            f"tokens estimated ~{report.input_tokens} in, ~{report.output_tokens} out "
-            "(the offline model calls no provider)"
-            if report.usage_estimated
-            else f"input {report.input_tokens + report.cache_creation_input_tokens} "
-            f"+ {report.cache_read_input_tokens} from cache, output {report.output_tokens} tokens"
-        )
-    )
-    for went, plan in zip(report.modes, report.plans, strict=False):
-        log.line(f"{went}: {plan}")
-    for path in report.saved_paths:
-        log.line(f"saved {path}")
+    log_report(log, report)
     return 1 if report.errors else 0
+
+
+async def extract_through_claude_code_session(
+    transcript: Transcript,
+    memory_root: Path,
+    log: HookLog,
+    *,
+    cli_path: str,
+    env: Mapping[str, str] | None = None,
+) -> int:
+    """:func:`extract_session` through the user's own Claude Code at ``cli_path``: the
+    session resumed as a fork that runs memdir's memory agent (see
+    :mod:`memdir._claude_code_backend`). Same log lines, same exit statuses."""
+    from memdir._claude_code_backend import extract_through_claude_code
+    from memdir.store import MemoryDir
+
+    log.line(f"extracting through Claude Code at {cli_path}")
+    report = await extract_through_claude_code(
+        transcript, MemoryDir(memory_root), cli_path=cli_path, env=env
+    )
+    log_report(log, report)
+    return 1 if report.errors else 0
+
+
+def _api_model(env: Mapping[str, str]) -> str | None:
+    """The model spec for the API path when only a key is in ``env``, or None to let
+    :func:`memdir._cli._common.model_spec` choose. memdir's own key is the one used:
+    the Anthropic client reads ``ANTHROPIC_API_KEY``, so it is put there for this
+    process (and only this one: the worker is memdir's alone)."""
+    from memdir._cli._common import DEFAULT_ANTHROPIC_MODEL, model_spec
+
+    own = env.get("MEMDIR_ANTHROPIC_API_KEY")
+    if own:
+        os.environ["ANTHROPIC_API_KEY"] = own
+    _, fell_back = model_spec(None)
+    # A gateway token alone (ANTHROPIC_AUTH_TOKEN) is an Anthropic credential too.
+    return f"anthropic:{DEFAULT_ANTHROPIC_MODEL}" if fell_back else None
 
 
 # How long to wait for Claude Code to finish writing the turn the hook was called for.
@@ -182,11 +232,22 @@ def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
     log = HookLog(handle)
     try:
         log.line(f"started for {job.get('transcript_path')} (pid {os.getpid()})")
+        unusable = job.get("unusable")
+        if isinstance(unusable, str):
+            log.line(f"extraction not started: {unusable}")
+            return 2
         path = Path(os.path.expanduser(str(job["transcript_path"])))
         tail = job.get("answer_tail")
         transcript = load_settled(path, tail if isinstance(tail, str) else None)
         base_url = job.get("base_url")
         model = job.get("model")
+        cli_path = job.get("claude_path")
+        if job.get("backend") == "claude-code" and isinstance(cli_path, str):
+            return asyncio.run(
+                extract_through_claude_code_session(transcript, memory_root, log, cli_path=cli_path)
+            )
+        if job.get("backend") == "api" and not isinstance(model, str):
+            model = _api_model(os.environ)
         return asyncio.run(
             extract_session(
                 transcript,

@@ -26,6 +26,8 @@ def env_for(tmp_path: Path) -> dict[str, str]:
         if k
         not in (
             "ANTHROPIC_API_KEY",
+            "ANTHROPIC_AUTH_TOKEN",
+            "MEMDIR_ANTHROPIC_API_KEY",
             "OPENAI_API_KEY",
             "OPENAI_BASE_URL",
             "MEMDIR_MODEL",
@@ -55,7 +57,8 @@ def test_hook_writes_into_claude_codes_folder_for_the_cwd(tmp_path: Path) -> Non
         "hook_event_name": "Stop",
     }
     done = subprocess.run(
-        [*MEMDIR, "hook", "claude-code", "--timeout", "120"],
+        # The offline engine runs only when asked for (no silent fallback).
+        [*MEMDIR, "hook", "claude-code", "--model", "offline", "--timeout", "120"],
         input=json.dumps(hook_input),
         capture_output=True,
         text=True,
@@ -84,7 +87,7 @@ def test_hook_never_fails_the_session(tmp_path: Path) -> None:
         json.dumps({"transcript_path": str(tmp_path / "gone.jsonl"), "cwd": str(tmp_path)}),
     ):
         done = subprocess.run(
-            [*MEMDIR, "hook", "claude-code", "--timeout", "60"],
+            [*MEMDIR, "hook", "claude-code", "--model", "offline", "--timeout", "60"],
             input=stdin,
             capture_output=True,
             text=True,
@@ -152,7 +155,7 @@ def test_the_hook_starts_without_a_provider_sdk_or_click(tmp_path: Path) -> None
     probe = (
         "import sys\n"
         "from memdir.cli import main\n"
-        "main(['hook', 'claude-code'])\n"
+        "main(['hook', 'claude-code', '--model', 'offline'])\n"
         "heavy = ('anthropic', 'openai', 'httpx', 'yaml', 'click', 'rich', 'pydantic',\n"
         "         'memdir.extract', 'memdir.models', 'memdir.store', 'memdir.transcripts')\n"
         "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"

@@ -1,0 +1,305 @@
+"""The hook's default for a logged-in user: the memory agent runs inside the user's own
+Claude Code (the real CLI, driven by the Agent SDK), which resumes the session as a fork.
+
+The "user" is logged in as Claude Code users are: OAuth tokens in the CLI's
+``<config>/.credentials.json``, which the CLI sends as ``Authorization: Bearer`` even to
+``ANTHROPIC_BASE_URL``. Neither the CLI nor the hook has an API key in its environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memdir
+from memdir._hook_entry import FORK_ENV, HookOptions, choose_backend
+from memdir.messages import Message, ToolUseBlock
+from memdir.state import StateFile
+from memdir.store import MemoryDir
+from memdir.testing import FakeAnthropicServer, RecordedRequest, Reply
+from tests.claude_code._cli import ClaudeCli, CliRun, memory_dir_in, side_reply
+from tests.claude_code.test_hook_cli import hook_settings, wait_for_workers
+
+HOOK = (sys.executable, "-m", "memdir", "hook", "claude-code")
+SRC = str(Path(memdir.__file__).resolve().parents[1])
+TOKEN = "sk-ant-oat01-memdir-test"
+# memdir's extraction prompt starts with this heading (memdir.extract._prompts).
+PROMPT_MARK = "# Memory update"
+MEMORY_TEXT = (
+    "---\nname: user-role\ndescription: Ana leads the data platform team\n"
+    "metadata:\n  type: user\n---\n\nAna leads the data platform team.\n"
+)
+NO_KEYS = {
+    "ANTHROPIC_API_KEY": "",
+    "ANTHROPIC_AUTH_TOKEN": "",
+    "MEMDIR_ANTHROPIC_API_KEY": "",
+    "MEMDIR_MODEL": "",
+}
+
+
+def log_in(cli: ClaudeCli) -> None:
+    """A subscription login as Claude Code keeps it: OAuth tokens in its config folder."""
+    config = cli.home / ".claude"
+    config.mkdir(parents=True, exist_ok=True)
+    expires = int((time.time() + 3600) * 1000)
+    oauth = {
+        "accessToken": TOKEN,
+        "refreshToken": "sk-ant-ort01-memdir-test",
+        "expiresAt": expires,
+        "scopes": ["user:inference", "user:profile"],
+        "subscriptionType": "max",
+    }
+    (config / ".credentials.json").write_text(json.dumps({"claudeAiOauth": oauth}))
+
+
+def _texts(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "\n".join(
+        str(b.get("text", "")) for b in content or () if isinstance(b, dict) and "text" in b
+    )
+
+
+def is_memory_request(body: dict[str, Any]) -> bool:
+    """Whether a request is the memory run's: memdir's prompt is one of its user messages."""
+    return any(
+        m.get("role") == "user" and _texts(m).startswith(PROMPT_MARK)
+        for m in body.get("messages") or ()
+    )
+
+
+def _has_tool_result(body: dict[str, Any]) -> bool:
+    return any(
+        isinstance(b, dict) and b.get("type") == "tool_result"
+        for m in body.get("messages") or ()
+        if isinstance(m.get("content"), list)
+        for b in m["content"]
+    )
+
+
+@dataclasses.dataclass
+class Session:
+    """One logged-in ``claude -p`` session with memdir's hook, and its memory run."""
+
+    run: CliRun
+    memory: Path
+    outside: Path
+    requests: list[RecordedRequest]
+    transcript_at_fork: bytes
+    transcript_after: bytes
+    log: str
+
+
+@pytest.fixture(scope="module")
+def session(claude_binary: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory) -> Session:
+    cli = ClaudeCli(*claude_binary, tmp_path_factory.mktemp("logged-in"))
+    log_in(cli)
+    outside = cli.project / "outside.txt"
+    cli_done = threading.Event()
+    seen: dict[str, bytes] = {}
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if not body.get("tools"):
+            return side_reply(body)
+        if not is_memory_request(body):
+            return "Noted, Ana."
+        if _has_tool_result(body):
+            return "Saved."
+        # The first request of the memory run: the session has ended; keep its
+        # transcript as it is now, to compare once the run is over.
+        assert cli_done.wait(120)
+        transcript = next(cli.home.glob(".claude/projects/*/*.jsonl"))
+        seen["transcript"] = transcript.read_bytes()
+        folder = memory_dir_in(body, Path("/"))
+        assert folder is not None
+        calls = (
+            ToolUseBlock(
+                id="toolu_mem_1",
+                name="Write",
+                input={"file_path": str(folder / "user_role.md"), "content": MEMORY_TEXT},
+            ),
+            ToolUseBlock(
+                id="toolu_out_1",
+                name="Write",
+                input={"file_path": str(outside), "content": "not a memory"},
+            ),
+        )
+        return Message(role="assistant", content=calls)
+
+    with FakeAnthropicServer(handler=answer) as server:
+        run = cli.run(
+            "I'm Ana, I lead the data platform team.",
+            settings=hook_settings(),
+            env_extra={**NO_KEYS, "PYTHONPATH": SRC},
+            server=server,
+        )
+        cli_done.set()
+        assert run.transcript is not None
+        wait_for_workers(str(run.transcript))
+        server.assert_no_errors()
+        requests = list(server.requests)
+    assert run.memory_dir is not None
+    log_path = run.memory_dir / ".memdir" / "hook.log"
+    return Session(
+        run=run,
+        memory=run.memory_dir,
+        outside=outside,
+        requests=requests,
+        transcript_at_fork=seen.get("transcript", b""),
+        transcript_after=run.transcript.read_bytes(),
+        log=log_path.read_text() if log_path.exists() else "",
+    )
+
+
+def test_a_logged_in_user_gets_memories_written_by_the_model(session: Session) -> None:
+    saved = (session.memory / "user_role.md").read_text()
+    assert "Ana leads the data platform team." in saved
+    assert "claude-code" in session.log, session.log
+    assert "1 memory(ies) saved, 0 failed" in session.log, session.log
+    state = StateFile(session.memory).get(session.run.session_id)
+    assert state.cursor is not None
+    assert {h.filename for h in MemoryDir(session.memory).scan()} == {"user_role.md"}
+
+
+def test_memdirs_prompt_arrives_through_claude_code_with_the_users_login(
+    session: Session,
+) -> None:
+    memory_requests = [r for r in session.requests if is_memory_request(r.body)]
+    assert len(memory_requests) == 2  # the Writes, then the answer to their results
+    first = memory_requests[0].body
+    # The session's own conversation comes first (a fork), memdir's prompt after it.
+    texts = [_texts(m) for m in first["messages"]]
+    assert any("I'm Ana, I lead the data platform team." in t for t in texts)
+    assert str(session.memory) in next(t for t in texts if t.startswith(PROMPT_MARK))
+    for request in session.requests:
+        assert request.headers.get("authorization") == f"Bearer {TOKEN}"
+        assert not request.headers.get("x-api-key")
+    # The session's model, so the fork can read the session's cache.
+    assert first["model"] == session.requests[0].body["model"]
+
+
+def test_the_users_transcript_is_left_untouched(session: Session) -> None:
+    assert session.transcript_at_fork  # the memory run did start
+    assert session.transcript_after == session.transcript_at_fork
+    # The fork saved no session of its own beside the user's.
+    assert [p.name for p in session.run.transcript.parent.glob("*.jsonl")] == [  # type: ignore[union-attr]
+        f"{session.run.session_id}.jsonl"
+    ]
+
+
+def test_the_forks_own_stop_starts_no_extraction(session: Session) -> None:
+    # The fork's CLI runs the user's Stop hook too; it sees the marker and does nothing.
+    assert session.log.count("started for") == 1, session.log
+    assert sum(is_memory_request(r.body) for r in session.requests) == 2
+
+
+def test_a_write_outside_the_memory_folder_is_refused_by_memdirs_gate(session: Session) -> None:
+    assert not session.outside.exists()
+    last = next(r for r in reversed(session.requests) if is_memory_request(r.body)).body
+    results = {
+        b["tool_use_id"]: b
+        for m in last["messages"]
+        if isinstance(m.get("content"), list)
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    }
+    refused = results["toolu_out_1"]
+    assert refused.get("is_error") is True
+    assert "only allowed for files inside the memory directory" in json.dumps(refused)
+    assert not results["toolu_mem_1"].get("is_error")
+
+
+def test_without_a_key_or_a_usable_claude_code_the_user_is_told_and_nothing_saved(
+    tmp_path: Path,
+) -> None:
+    # An Agent SDK without its CLI, and no `claude` on PATH: no model can run.
+    stub = tmp_path / "stub"
+    (stub / "claude_agent_sdk").mkdir(parents=True)
+    (stub / "claude_agent_sdk" / "__init__.py").write_text("")
+    bare_path = tmp_path / "bin"
+    bare_path.mkdir()
+    memory = tmp_path / "memory"
+    session_file = tmp_path / "s.jsonl"
+    session_file.write_text("")
+    env = {
+        "PATH": str(bare_path),
+        "HOME": str(tmp_path),
+        "PYTHONPATH": os.pathsep.join([str(stub), SRC]),
+    }
+    payload = {
+        "session_id": "s",
+        "transcript_path": str(session_file),
+        "cwd": str(tmp_path),
+        "hook_event_name": "Stop",
+    }
+    done = subprocess.run(
+        [*HOOK, "--memory-dir", str(memory), "--timeout", "60"],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1, done.stdout
+    message = json.loads(lines[0])["systemMessage"]
+    assert "saved no memories" in message
+    assert "no Claude Code executable found" in message
+    log = (memory / ".memdir" / "hook.log").read_text()
+    assert "extraction not started: no API key in the environment" in log, log
+    assert MemoryDir(memory).scan() == []
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    env: dict[str, str]
+    model: str | None
+    kind: str
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        Choice({"MEMDIR_MODEL": "offline"}, None, "model"),
+        Choice({}, "offline", "model"),
+        Choice({"ANTHROPIC_API_KEY": "k"}, None, "api"),
+        Choice({"ANTHROPIC_AUTH_TOKEN": "t"}, None, "api"),
+        Choice({"MEMDIR_ANTHROPIC_API_KEY": "k"}, None, "api"),
+        Choice({"ANTHROPIC_API_KEY": ""}, None, "claude-code"),
+    ],
+)
+def test_the_hook_chooses_the_api_only_with_a_key_and_else_claude_code(
+    case: Choice, claude_binary: tuple[Path, str]
+) -> None:
+    env = {"PATH": os.defpath, **case.env}
+    chosen = choose_backend(HookOptions(model=case.model), env)
+    assert chosen.kind == case.kind
+    if chosen.kind == "claude-code":
+        assert chosen.claude_path == os.path.realpath(claude_binary[0])
+
+
+def test_the_hook_does_nothing_inside_memdirs_own_fork(tmp_path: Path) -> None:
+    payload = {"session_id": "s", "transcript_path": str(tmp_path / "s.jsonl"), "cwd": "/"}
+    done = subprocess.run(
+        [*HOOK, "--memory-dir", str(tmp_path), "--timeout", "60"],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env={**os.environ, FORK_ENV: "1", "PYTHONPATH": SRC},
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert not (tmp_path / ".memdir").exists()  # no worker, no log
