@@ -101,11 +101,21 @@ class ClaudeCodeRun:
     """The model the fork ran on."""
 
 
-def fork_environment(env: Mapping[str, str]) -> dict[str, str]:
+def fork_environment(
+    env: Mapping[str, str], *, thinking_display: str | None = None
+) -> dict[str, str]:
     """The forked CLI's environment: ``env`` without the parent session's markers, with
-    :data:`FORK_ENV` set."""
+    :data:`FORK_ENV` set.
+
+    A change of thinking parameters drops the cached messages, so the fork asks as the
+    session asked: driven by the SDK, the CLI asks for ``thinking.display: "updates"``
+    unless ``CLAUDE_CODE_THINKING_DISPLAY_UPDATES`` is off, where ``claude -p`` sends
+    ``"omitted"`` (``thinking_display``, read from the session's recorded request).
+    """
     out = {k: v for k, v in env.items() if k not in _PARENT_SESSION_VARS}
     out[FORK_ENV] = "1"
+    if thinking_display == "omitted":
+        out["CLAUDE_CODE_THINKING_DISPLAY_UPDATES"] = "0"
     return out
 
 
@@ -120,6 +130,9 @@ class _HostRequest:
     """The model of the session's last request."""
     missing_tools: tuple[str, ...]
     """Tools the SDK-driven fork would offer that the session's request did not."""
+    thinking_display: str | None = None
+    """The session's ``thinking.display`` (``omitted`` in ``claude -p``); the CLI driven
+    by the SDK asks for ``updates`` unless told."""
 
 
 def _host_request(path: Path) -> _HostRequest:
@@ -128,7 +141,7 @@ def _host_request(path: Path) -> _HostRequest:
     its tools in an ``api-request-shape`` line; else the model the last answer names)
     and the tools it offered. A tool list that differs, or another model, and the fork
     pays for the whole conversation again."""
-    requested = answered = None
+    requested = answered = display = None
     tools: list[str] | None = None
     try:
         with path.open(encoding="utf-8", errors="replace") as lines:
@@ -155,12 +168,15 @@ def _host_request(path: Path) -> _HostRequest:
                     continue
                 if kind == "api-request":
                     requested = name
+                    thinking = holder.get("thinking") if isinstance(holder, dict) else None
+                    shown = thinking.get("display") if isinstance(thinking, dict) else None
+                    display = shown if isinstance(shown, str) else None
                 elif kind == "assistant":
                     answered = name
     except OSError:
         return _HostRequest(None, ())
     missing = () if tools is None else tuple(t for t in _SDK_ONLY_TOOLS if t not in tools)
-    return _HostRequest(requested or answered, missing)
+    return _HostRequest(requested or answered, missing, display)
 
 
 def _extraction_prompt(memory: MemoryDir, new_messages: int) -> str:
@@ -190,6 +206,7 @@ async def run_fork(
     model: str | None = None,
     max_turns: int = MAX_TURNS,
     disallowed_tools: Sequence[str] = (),
+    thinking_display: str | None = None,
     sink: Sink | None = None,
 ) -> ClaudeCodeRun:
     """Resume ``session_id`` in Claude Code as a fork with ``prompt`` as the new user
@@ -252,7 +269,7 @@ async def run_fork(
     options = ClaudeAgentOptions(
         cli_path=cli_path,
         cwd=cwd,
-        env=fork_environment(env),
+        env=fork_environment(env, thinking_display=thinking_display),
         resume=session_id,
         fork_session=True,
         max_turns=max_turns,
@@ -264,7 +281,12 @@ async def run_fork(
         can_use_tool=can_use_tool,
         hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[pre_tool_use])]},
         disallowed_tools=list(disallowed_tools),
-        extra_args={"no-session-persistence": None},
+        extra_args={
+            "no-session-persistence": None,
+            # With the variable of fork_environment: display "omitted" as the session
+            # had it (the flag alone would make the CLI ask for "updates" again).
+            **({"thinking-display": "omitted"} if thinking_display == "omitted" else {}),
+        },
     )
     calls: dict[str, str] = {}
     written: list[str] = []
@@ -367,6 +389,7 @@ async def extract_through_claude_code(
             env=os.environ if env is None else env,
             model=host.model,
             disallowed_tools=host.missing_tools,
+            thinking_display=host.thinking_display,
             max_turns=max_turns,
             sink=sink,
         )

@@ -188,6 +188,20 @@ def test_memdirs_prompt_arrives_through_claude_code_with_the_users_login(
     assert first["model"] == session.requests[0].body["model"]
 
 
+def test_the_fork_reads_everything_the_session_cached(session: Session) -> None:
+    host = next(r for r in session.requests if r.body.get("tools"))
+    fork = next(r for r in session.requests if is_memory_request(r.body))
+    assert host.usage is not None
+    assert fork.usage is not None
+    cached = host.usage["cache_creation_input_tokens"] + host.usage["cache_read_input_tokens"]
+    assert cached > 0
+    # The same model, system prompt, tools and thinking parameters: the whole prefix the
+    # session wrote is read back; only the answer and memdir's prompt are new.
+    assert fork.usage["cache_read_input_tokens"] == cached
+    assert fork.body["thinking"] == host.body["thinking"]
+    assert fork.body["tools"] == host.body["tools"]
+
+
 def test_the_users_transcript_is_left_untouched(session: Session) -> None:
     assert session.transcript_at_fork  # the memory run did start
     assert session.transcript_after == session.transcript_at_fork
