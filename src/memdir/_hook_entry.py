@@ -25,6 +25,7 @@ __all__ = [
     "ANSWER_TAIL_CHARS",
     "API_KEY_VARS",
     "FORK_ENV",
+    "NO_MODEL_MESSAGE",
     "Backend",
     "HookOptions",
     "choose_backend",

@@ -317,3 +317,45 @@ def test_the_hook_does_nothing_inside_memdirs_own_fork(tmp_path: Path) -> None:
     )
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     assert not (tmp_path / ".memdir").exists()  # no worker, no log
+
+
+# How Claude Code's own extractor's prompt begins (its flags on: reference E11).
+CLAUDE_CODE_EXTRACTOR = "memory extraction subagent"
+
+
+def test_claude_codes_own_extractor_does_not_run_on_the_memory_run(claude_cli: ClaudeCli) -> None:
+    # Claude Code's extractor forced on, as a server flag would turn it on: it runs after
+    # the session's turn, and must not run again after memdir's run in the fork (which
+    # saves nothing here, so Claude Code's "the agent wrote memory itself" rule does not
+    # hide it).
+    log_in(claude_cli)
+    flags = {"tengu_passport_quail": True, "tengu_slate_thimble": True}
+    (claude_cli.home / ".claude.json").write_text(json.dumps({"cachedGrowthBookFeatures": flags}))
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if not body.get("tools"):
+            return side_reply(body)
+        if is_memory_request(body) or CLAUDE_CODE_EXTRACTOR in json.dumps(body["messages"]):
+            return "Nothing new to save."
+        return "Noted, Ana."
+
+    with FakeAnthropicServer(handler=answer) as server:
+        run = claude_cli.run(
+            "I'm Ana, I lead the data platform team.",
+            settings=hook_settings(),
+            env_extra={
+                **NO_KEYS,
+                "PYTHONPATH": SRC,
+                "CLAUDE_CODE_GB_DISK_CACHE_WHEN_TELEMETRY_OFF": "1",
+            },
+            server=server,
+        )
+        assert run.transcript is not None
+        wait_for_workers(str(run.transcript))
+        server.assert_no_errors()
+        bodies = [json.dumps(r.body.get("messages")) for r in server.requests]
+    assert sum(CLAUDE_CODE_EXTRACTOR in b for b in bodies) == 1  # the session's, alone
+    assert sum(PROMPT_MARK in b for b in bodies) == 1  # memdir's run, once
+    assert run.memory_dir is not None
+    log = (run.memory_dir / ".memdir" / "hook.log").read_text()
+    assert "0 memory(ies) saved, 0 failed" in log, log
