@@ -16,9 +16,10 @@ Three things keep the fork from starting more work than its own run:
   the fork's own Stop hook (the user's settings still hold memdir's) does nothing;
 - it is not saved as a session (``--no-session-persistence``): nothing new appears in
   ``claude --resume`` and no transcript of it is left for a hook to read;
-- Claude Code's own post-turn extractor skips a turn whose agent wrote memory itself,
-  which is what the fork does when there is anything to save; the variable that turns
-  the hosted extractor on is removed from its environment.
+- Claude Code's own post-turn extractor (on where its server flags turn it on) would run
+  after the fork's turn as after any other; the fork's settings make Claude Code ask
+  before any edit in the memory folder (the question goes to memdir's gate), and the
+  extractor skips a run whose writes would need asking.
 
 The cursor and the report are those of the other backends (:class:`TranscriptReport`,
 one cursor per session in the memory folder's state file).
@@ -195,6 +196,17 @@ def _extraction_prompt(memory: MemoryDir, new_messages: int) -> str:
     ).whole
 
 
+def _ask_before_memory_writes(memory: MemoryDir) -> dict[str, Any]:
+    """Settings for the fork that make Claude Code ask before any edit in the memory
+    folder. The question goes to memdir's gate (``can_use_tool``), which allows what it
+    allows; Claude Code's own extractor, which would otherwise run after the fork's turn
+    as after any other, checks such a rule first and skips a run whose writes would need
+    asking (``[extractMemories] skipping — the ask rule … would refuse memory writes``)."""
+    # "//" starts an absolute path in a permission rule; Edit rules cover Write too.
+    folder = "//" + str(memory.root).lstrip("/")
+    return {"permissions": {"ask": [f"Edit({folder}/**)"]}}
+
+
 async def run_fork(
     *,
     session_id: str,
@@ -281,6 +293,7 @@ async def run_fork(
         can_use_tool=can_use_tool,
         hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[pre_tool_use])]},
         disallowed_tools=list(disallowed_tools),
+        settings=json.dumps(_ask_before_memory_writes(memory)),
         extra_args={
             "no-session-persistence": None,
             # With the variable of fork_environment: display "omitted" as the session

@@ -359,3 +359,40 @@ def test_claude_codes_own_extractor_does_not_run_on_the_memory_run(claude_cli: C
     assert run.memory_dir is not None
     log = (run.memory_dir / ".memdir" / "hook.log").read_text()
     assert "0 memory(ies) saved, 0 failed" in log, log
+
+
+@pytest.mark.parametrize("variable", ["ANTHROPIC_AUTH_TOKEN", "MEMDIR_ANTHROPIC_API_KEY"])
+def test_a_key_in_the_environment_alone_takes_the_api_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    # A gateway token alone, or memdir's own key, reaches Anthropic's API: never offline.
+    import io
+
+    from memdir._hook_worker import run_job
+    from tests.cli.conftest import TURNS, write_session
+
+    for name in (*NO_KEYS, "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        # Set first, so that what the worker puts in the environment is undone too.
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    monkeypatch.setenv(variable, "secret-123")
+    session_file = write_session(tmp_path / "s.jsonl", TURNS[:1], cwd=str(tmp_path))
+    memory = tmp_path / "memory"
+    assert choose_backend(HookOptions(), dict(os.environ)).kind == "api"
+    log = io.StringIO()
+    with FakeAnthropicServer(handler=lambda body: "Nothing new to save.") as server:
+        job = {
+            "transcript_path": str(session_file),
+            "cwd": str(tmp_path),
+            "memory_dir": str(memory),
+            "base_url": server.base_url,
+            "backend": "api",
+            "mode": "standalone",
+        }
+        assert run_job(job, stream=log) == 0, log.getvalue()
+        assert server.requests
+        headers = server.requests[0].headers
+        sent = headers.get("x-api-key", "") + headers.get("authorization", "")
+        assert "secret-123" in sent
+    assert "offline" not in log.getvalue()
+    assert "1 run(s) (standalone)" in log.getvalue(), log.getvalue()
