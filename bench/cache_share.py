@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import hashlib
 import json
 import random
@@ -534,12 +535,17 @@ async def session(variant: str, mode: str, turns: int, root: Path) -> dict[str, 
         FakeAnthropicServer(handler=replies, clock=clock) as server,
         FakeAnthropicServer(handler=replies, clock=clock) as fresh_server,
     ):
-        model = AnthropicModel(model_name, api_key="k", base_url=server.base_url, retry=retry)
+        # The fake stands for Anthropic's API as it was while it still served Sonnet 4.5
+        # (retired 2026-11-30), the model whose dropped thinking these variants measure.
+        served = datetime.date(2026, 11, 1)
+        model = AnthropicModel(
+            model_name, api_key="k", base_url=server.base_url, retry=retry, today=served
+        )
         request_params = CacheSafeParams(model=model, system=SYSTEM, tools=tools, params=params)
         config = ExtractConfig(mode=mode)  # type: ignore[arg-type]
         extractor = MemoryExtractor(base / "memory", model, config, sink=sink, clock=clock)
         fresh_model = AnthropicModel(
-            model_name, api_key="k", base_url=fresh_server.base_url, retry=retry
+            model_name, api_key="k", base_url=fresh_server.base_url, retry=retry, today=served
         )
         fresh = FreshAgent(fresh_model, base / "fresh-memory", cwd) if mode == "auto" else None
         conversation: list[Message] = []

@@ -40,7 +40,7 @@ from memdir.testing import FunctionModel
 from memdir.tools import builtin_tools
 
 SIZES = (100, 10_000, 100_000)
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-5-5"
 SPEC = f"anthropic:{MODEL}"
 
 

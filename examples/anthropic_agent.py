@@ -4,9 +4,9 @@ After every final answer the agent reports the turn to a ``MemoryExtractor``, wh
 memory agent in the background — inside this agent's own prompt cache — and prints a
 notice when it saved something. On exit it waits for that work to finish.
 
-    pip install 'memdir[anthropic]'
+    pip install -e '.[anthropic]'   # in memdir's source tree
     export ANTHROPIC_API_KEY=...
-    python examples/anthropic_agent.py --model claude-sonnet-4-5
+    python examples/anthropic_agent.py --model claude-sonnet-5-5
 
 The memory lives where Claude Code keeps this project's memory (``memdir dir`` prints it),
 unless ``--memory-dir`` says otherwise.
@@ -152,7 +152,7 @@ async def _stdin_lines() -> AsyncIterator[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="claude-sonnet-4-5", help="Anthropic model name")
+    parser.add_argument("--model", default="claude-sonnet-5-5", help="Anthropic model name")
     parser.add_argument(
         "--memory-dir", type=Path, help="where memories live (default: Claude Code's)"
     )

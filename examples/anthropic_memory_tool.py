@@ -8,7 +8,7 @@ from memdir import default_memory_dir
 from memdir.integrations.anthropic_memory import MemdirMemoryTool
 
 runner = Anthropic().beta.messages.tool_runner(
-    model="claude-sonnet-4-5",
+    model="claude-sonnet-5-5",
     max_tokens=1024,
     betas=["context-management-2025-06-27"],
     tools=[MemdirMemoryTool(default_memory_dir(Path.cwd()))],

@@ -5,7 +5,7 @@ session. memdir's Stop hook saves what is worth keeping after each answer, into 
 folder, while the session goes on; the script waits for the last extraction before it
 exits.
 
-    pip install 'memdir[anthropic]' claude-agent-sdk
+    pip install -e '.[claude-agent-sdk]'   # in memdir's source tree
     export ANTHROPIC_API_KEY=...
     python examples/claude_agent_sdk_agent.py "I'm Ana; always use polars, never pandas."
 

@@ -6,7 +6,7 @@ prints a notice when it saved something. The agent gets Anthropic's ``memory`` t
 look memories up (and to save one itself when asked to); before exiting, the script waits
 for the last extraction.
 
-    pip install 'memdir[langchain]' langchain-anthropic
+    pip install -e '.[langchain]' langchain-anthropic   # in memdir's source tree
     export ANTHROPIC_API_KEY=...
     python examples/langchain_agent.py "I'm Ana; always use polars, never pandas."
 
@@ -45,7 +45,7 @@ def get_weather(city: str) -> str:
 async def main(
     prompts: Sequence[str],
     *,
-    model: str = "claude-sonnet-4-5",
+    model: str = "claude-sonnet-5-5",
     memory_dir: str | os.PathLike[str] | None = None,
     base_url: str | None = None,
     api_key: str | None = None,
@@ -77,7 +77,7 @@ async def main(
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("prompt", nargs="+")
-    parser.add_argument("--model", default="claude-sonnet-4-5")
+    parser.add_argument("--model", default="claude-sonnet-5-5")
     parser.add_argument("--memory-dir", help="default: where Claude Code keeps this project's")
     args = parser.parse_args()
     asyncio.run(main(args.prompt, model=args.model, memory_dir=args.memory_dir))

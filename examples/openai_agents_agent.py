@@ -5,7 +5,7 @@ background as a fork of the agent's last request — inside its prompt cache —
 a notice when it saved something. Each conversation starts with what was saved before.
 On exit the script waits for that work to finish.
 
-    pip install 'memdir[openai-agents]'
+    pip install -e '.[openai-agents]'   # in memdir's source tree
     export OPENAI_API_KEY=...
     python examples/openai_agents_agent.py "I'm Ana; we use polars, never pandas."
 

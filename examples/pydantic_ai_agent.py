@@ -3,9 +3,9 @@
 After each answer memdir's memory agent runs in the background, inside this agent's own
 prompt cache, and a line says what it saved. On exit the last extraction is waited for.
 
-    pip install 'memdir[pydantic-ai]' 'pydantic-ai-slim[anthropic]'
+    pip install -e '.[pydantic-ai]' 'pydantic-ai-slim[anthropic]'   # in memdir's source tree
     export ANTHROPIC_API_KEY=...
-    python examples/pydantic_ai_agent.py --model claude-sonnet-4-5
+    python examples/pydantic_ai_agent.py --model claude-sonnet-5-5
 
 The memory lives where Claude Code keeps this project's memory, unless ``--memory-dir``
 says otherwise.
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     from pydantic_ai.providers.anthropic import AnthropicProvider
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="claude-sonnet-4-5")
+    parser.add_argument("--model", default="claude-sonnet-5-5")
     parser.add_argument("--base-url", default=None)
     parser.add_argument("--memory-dir", type=Path, default=None)
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """Quickstart: automatic memory for an agent loop on the Anthropic API.
 
-    pip install 'memdir[anthropic]'
+    pip install -e '.[anthropic]'   # in memdir's source tree
     export ANTHROPIC_API_KEY=...
     python examples/quickstart.py [MEMORY_DIR]
 
@@ -27,7 +27,7 @@ from memdir import (
     resolve_model,
 )
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-5-5"
 SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly."
 TOOLS: list[ToolParam] = [
     {

@@ -74,7 +74,7 @@ def run_session(claude: Path, root: Path) -> Path:
 
 async def fork_once(transcript: Path) -> dict[str, object]:
     loaded = load_transcript(transcript)
-    model = AnthropicModel("claude-sonnet-4-5", base_url=os.environ.get("ANTHROPIC_BASE_URL"))
+    model = AnthropicModel("claude-sonnet-5-5", base_url=os.environ.get("ANTHROPIC_BASE_URL"))
     host = recorded_host(loaded, model)
     if host.params is None:
         raise SystemExit(f"the session's request cannot be rebuilt: {host.reason}")

@@ -215,8 +215,9 @@ def scripted(memory: Path) -> Any:
                 input={"file_path": str(memory / name), "content": content},
             )
             return Message(role="assistant", content=(call,))
-        if system.startswith("You choose which saved memories"):
-            names = sorted(set(re.findall(r"fact_\d+\.md", text)))
+        if system.startswith("You pick the saved memories"):
+            # The memory list is the first message, the question the last.
+            names = sorted(set(re.findall(r"fact_\d+\.md", text_of_all(body)[1])))
             return json.dumps({"selected_memories": names})
         if system.startswith("You answer questions"):
             question = text.rsplit("Question: ", 1)[1].strip()

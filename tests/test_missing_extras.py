@@ -61,7 +61,7 @@ CASES = [
         "anthropic model",
         ("anthropic",),
         "from memdir.models import AnthropicModel\n"
-        "AnthropicModel('claude-sonnet-4-5', api_key='k')",
+        "AnthropicModel('claude-sonnet-5-5', api_key='k')",
         "anthropic",
     ),
     Case(
@@ -131,7 +131,8 @@ def test_one_error_names_the_extra(case: Case) -> None:
     assert got["import_error"], got
     assert got["usage_error"], got
     assert got["extra"] == case.extra
-    assert f"pip install 'memdir[{case.extra}]'" in got["message"]
+    # memdir is installed from its source tree: the command names that tree.
+    assert f"pip install -e '{_PYPROJECT.parent}[{case.extra}]'" in got["message"]
     assert "\n" not in got["message"]
 
 
@@ -142,6 +143,19 @@ def test_the_command_without_its_extra_says_so_in_one_line() -> None:
     )
     assert "SystemExit" in result.stdout
     assert result.stderr.strip() == (
-        "memdir: the memdir command needs the [cli] extra: pip install 'memdir[cli]' "
-        "(No module named 'click')"
+        "memdir: the memdir command needs the [cli] extra: "
+        f"pip install -e '{_PYPROJECT.parent}[cli]' (No module named 'click')"
+    )
+
+
+def test_the_install_command_names_the_source_tree_or_says_where_it_goes(tmp_path: Path) -> None:
+    from memdir.errors import install_command
+
+    tree = tmp_path / "my memdir"
+    tree.mkdir()
+    (tree / "pyproject.toml").write_text("[project]\nname = 'memdir'\n", encoding="utf-8")
+    # Quoted for a shell: the path has a space, and the brackets are a glob.
+    assert install_command("cli", tree) == f"pip install -e '{tree}[cli]'"
+    assert install_command("cli", tmp_path / "site-packages") == (
+        "pip install '<memdir source tree>[cli]'"
     )

@@ -10,22 +10,36 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from memdir._cli import cli
 from memdir.errors import ModelError, UsageError
-from memdir.models import ModelRequest
+from memdir.models import (
+    AnthropicModel,
+    ModelRequest,
+    OfflineModel,
+    OpenAIModel,
+    RetryPolicy,
+)
 from memdir.recall import (
+    DEFAULT_SELECTOR_MODEL,
     MAX_SURFACED,
+    SELECTION_SCHEMA,
+    SELECTOR_MAX_TOKENS,
     SESSION_SURFACE_BUDGET,
     SURFACE_MAX_LINES,
+    MemoryStamp,
     SurfaceBudget,
     SurfacedMemory,
+    memory_change_notice,
     memory_prompt,
     memory_reminder,
     memory_reminder_message,
+    memory_stamp,
     select_relevant_memories,
 )
 from memdir.store import MemoryDir
-from memdir.testing import ScriptedModel
+from memdir.testing import FakeAnthropicServer, FakeOpenAIServer, Fault, ScriptedModel
 
 NOW = datetime(2031, 7, 9, 12, 0, tzinfo=UTC)
 
@@ -153,8 +167,12 @@ def test_reminder_applies_the_line_cap_with_its_warning(tmp_path: Path) -> None:
     text = memory_reminder(tmp_path)
 
     assert "entry 199" in text
-    assert "entry 200" not in text
-    assert "WARNING: MEMORY.md is 250 lines (limit: 200)" in text
+    # Line 201 is quoted in the warning, to say where the rest starts; nothing after it.
+    assert "entry 200\n" not in text
+    assert "entry 201" not in text
+    assert "WARNING: MEMORY.md has 250 lines, over the 200-line limit" in text
+    assert '50 of its 250 lines were left out, from line 201 ("- [m200]' in text
+    assert f"Read {tmp_path / 'MEMORY.md'} for the rest" in text
 
 
 def test_team_reminder_wraps_the_team_index_apart(tmp_path: Path) -> None:
@@ -262,27 +280,59 @@ def test_model_error_surfaces_nothing(memories: Path) -> None:
     model.assert_all_used()
 
 
-def test_selector_request_is_small(memories: Path) -> None:
+def test_selector_request_puts_the_list_first_and_the_query_after(memories: Path) -> None:
     model = ScriptedModel([selection()])
     select("which dataframe library?", memories, model=model, recent_tools=["Bash"])
 
     [request] = model.requests
     assert isinstance(request, ModelRequest)
-    assert dict(request.params) == {"max_tokens": 256}
     assert request.tools == ()
-    assert isinstance(request.system, str)
-    assert "selected_memories" in request.system
-    assert f"at most {MAX_SURFACED}" in request.system
-    [message] = request.messages
-    assert message.role == "user"
-    assert message.text.startswith("Query: which dataframe library?\n\nAvailable memories:\n")
-    assert "] polars.md (" in message.text
-    assert ": dataframes: the team uses polars" in message.text
-    assert message.text.endswith("Recently used tools: Bash")
+    # The list is a message of its own and ends a cached prefix; the query comes after.
+    listed, asked = request.messages
+    assert listed.role == asked.role == "user"
+    assert listed.text.startswith("Memory files:\n- [")
+    assert "] polars.md (" in listed.text
+    assert ": dataframes: the team uses polars" in listed.text
+    assert "which dataframe" not in listed.text
+    assert request.cache_points == (0,)
+    assert asked.text.startswith("Which memories will help with this request?\n")
+    assert "which dataframe library?" in asked.text
+    assert asked.text.endswith("Tools used just now: Bash")
 
 
-def test_already_surfaced_files_are_not_offered(memories: Path) -> None:
-    model = ScriptedModel([selection("polars.md", "deploys.md")])
+def test_selector_asks_for_structured_output_with_room_to_think(memories: Path) -> None:
+    model = ScriptedModel([selection()])
+    select("which dataframe library?", memories, model=model)
+
+    [request] = model.requests
+    assert SELECTOR_MAX_TOKENS == 2560
+    assert dict(request.params) == {
+        "max_tokens": 2560,
+        "output_config": {"format": {"type": "json_schema", "schema": SELECTION_SCHEMA}},
+    }
+    assert SELECTION_SCHEMA["required"] == ["selected_memories"]
+    assert SELECTION_SCHEMA["additionalProperties"] is False
+
+
+def test_selector_states_todays_rules(memories: Path) -> None:
+    model = ScriptedModel([selection()])
+    select("which dataframe library?", memories, model=model)
+
+    system = model.requests[0].system
+    assert isinstance(system, str)
+    assert f"at most {MAX_SURFACED}" in system
+    assert '{"selected_memories": ["<filename>", ...]}' in system
+    # Sparing with [user] and [project] memories, by what the request is about, and no
+    # file named twice in one conversation.
+    assert "Be most sparing with [user] and [project] memories" in system
+    assert "Decide by the subject of the request" in system
+    assert "Do not name a file again that you named for an earlier request" in system
+
+
+def test_already_surfaced_files_stay_listed_but_are_not_surfaced_again(
+    memories: Path,
+) -> None:
+    model = ScriptedModel([selection("polars.md", "deploys.md", "user_role.md")])
     found = select(
         "which dataframe library?",
         memories,
@@ -291,9 +341,124 @@ def test_already_surfaced_files_are_not_offered(memories: Path) -> None:
     )
 
     assert [m.filename for m in found] == ["deploys.md"]
-    offered = model.requests[0].messages[0].text
-    assert "polars.md" not in offered
-    assert "user_role.md" not in offered
+    # Still in the list, so that the list is the same bytes from one query to the next.
+    listed = model.requests[0].messages[0].text
+    assert "polars.md" in listed
+    assert "user_role.md" in listed
+
+
+def test_a_sessions_queries_extend_one_selector_conversation(memories: Path) -> None:
+    budget = SurfaceBudget()
+    first_answer = selection("polars.md")
+    model = ScriptedModel([first_answer, selection("polars.md", "deploys.md")])
+    first = select("which dataframe library?", memories, model=model, budget=budget)
+    second = select("and when do we deploy?", memories, model=model, budget=budget)
+
+    assert [m.filename for m in first] == ["polars.md"]
+    # polars.md was surfaced for the first query: picked again, it is dropped.
+    assert [m.filename for m in second] == ["deploys.md"]
+    one, two = model.requests
+    assert [m.role for m in two.messages] == ["user", "user", "assistant", "user"]
+
+    # The second request starts with the first one, byte for byte, then its answer.
+    def said(messages: Any) -> list[tuple[str, str]]:
+        return [(m.role, m.text) for m in messages]
+
+    assert said(two.messages[:2]) == said(one.messages)
+    assert two.messages[2].text == first_answer
+    assert "and when do we deploy?" in two.messages[3].text
+    assert two.cache_points == (0,)
+    assert len(budget.exchanges) == 2
+
+    budget.reset()
+    assert budget.exchanges == []
+
+
+def test_type_tags_copied_from_the_list_are_understood(memories: Path) -> None:
+    model = ScriptedModel([selection("[project] polars.md")])
+    found = select("which dataframe library?", memories, model=model)
+    assert [m.filename for m in found] == ["polars.md"]
+
+
+def test_the_offline_model_ranks_lexically(memories: Path) -> None:
+    found = select("which dataframe library, polars?", memories, model=OfflineModel())
+    assert [m.filename for m in found] == ["polars.md"]
+
+
+def wide_memories(root: Path, count: int = 60) -> None:
+    """Enough memories that their list is worth caching (over 1,024 tokens)."""
+    for i in range(count):
+        write_memory(
+            root,
+            f"topic_{i:02d}.md",
+            f"notes on subsystem {i}: how its queue, retries and dashboards fit together",
+        )
+
+
+def test_selector_request_on_the_wire_caches_the_list(tmp_path: Path) -> None:
+    """Through the real Anthropic SDK: the list first with its breakpoint, the query
+    after, structured output; a second query of the session reads the list (and the
+    first exchange) from the cache."""
+    wide_memories(tmp_path)
+    answers = iter([selection("topic_07.md"), selection("topic_09.md")])
+
+    async def two_queries(url: str) -> None:
+        model = AnthropicModel(
+            "claude-test", api_key="k", base_url=url, retry=RetryPolicy(max_retries=0)
+        )
+        budget = SurfaceBudget()
+        try:
+            for query in ("how does subsystem 7 retry?", "and subsystem 9's dashboards?"):
+                await select_relevant_memories(
+                    query, tmp_path, model, now=NOW, budget=budget, follow_links=False
+                )
+        finally:
+            await model.aclose()
+
+    with FakeAnthropicServer(handler=lambda body: next(answers)) as server:
+        asyncio.run(two_queries(server.base_url))
+        first, second = (r.body for r in server.requests)
+        usage = [r.usage or {} for r in server.requests]
+
+    for body in (first, second):
+        assert body["max_tokens"] == 2560
+        assert body["output_config"] == {
+            "format": {"type": "json_schema", "schema": SELECTION_SCHEMA}
+        }
+        listed = body["messages"][0]["content"][0]
+        assert listed["text"].startswith("Memory files:\n")
+        assert listed["cache_control"] == {"type": "ephemeral"}
+        assert body["messages"][-1]["role"] == "user"
+        assert body["messages"][-1]["content"][0]["text"].startswith("Which memories")
+        assert "Be most sparing with [user] and [project]" in json.dumps(body["system"])
+    assert "subsystem 7" in first["messages"][1]["content"][0]["text"]
+    assert json.dumps(second["messages"][0]) == json.dumps(first["messages"][0])
+    assert [m["role"] for m in second["messages"]] == ["user", "user", "assistant", "user"]
+    assert usage[1]["cache_read_input_tokens"] > 1024
+
+
+def test_selector_asks_an_openai_server_for_a_json_schema(memories: Path) -> None:
+    async def one_query(url: str) -> list[SurfacedMemory]:
+        model = OpenAIModel("gpt-test", api_key="k", base_url=url, retry=RetryPolicy(max_retries=0))
+        try:
+            return await select_relevant_memories("which dataframe library?", memories, model)
+        finally:
+            await model.aclose()
+
+    with FakeOpenAIServer([selection("polars.md")]) as server:
+        found = asyncio.run(one_query(server.base_url))
+        [body] = (r.body for r in server.requests)
+
+    assert [m.filename for m in found] == ["polars.md"]
+    assert body["max_tokens"] == 2560
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "memory_selection", "schema": SELECTION_SCHEMA, "strict": True},
+    }
+    roles = [m["role"] for m in body["messages"]]
+    assert roles == ["system", "user", "user"]
+    assert "Memory files:" in json.dumps(body["messages"][1])
+    assert "which dataframe library?" in json.dumps(body["messages"][2])
 
 
 def test_no_candidates_means_no_request(memories: Path) -> None:
@@ -356,20 +521,36 @@ def test_limit_below_one_is_a_usage_error(memories: Path) -> None:
 @pytest.mark.parametrize(
     ("age", "expected"),
     [
-        (timedelta(hours=3), "Memory (saved today): {path}:"),
-        (timedelta(hours=30), "Memory (saved yesterday): {path}:"),
-        (timedelta(days=3), "This memory is 3 days old."),
-        (timedelta(days=40, hours=5), "This memory is 40 days old."),
+        (timedelta(hours=3), "Memory: {path} (saved today):"),
+        (timedelta(hours=30), "Memory: {path} (saved yesterday):"),
+        (timedelta(days=3), "Memory: {path} (saved 3 days ago):"),
+        (timedelta(days=40, hours=5), "Memory: {path} (saved 40 days ago):"),
     ],
 )
 def test_header_says_how_old_the_memory_is(tmp_path: Path, age: timedelta, expected: str) -> None:
     path = write_memory(tmp_path, "polars.md", "polars dataframes", age=age)
     [found] = select("polars dataframes please", tmp_path)
 
-    assert expected.format(path=path) in found.header
+    # The header ends with the path and the age; an old memory is cautioned first.
+    assert found.header.endswith(expected.format(path=path))
     if age > timedelta(days=2):
-        assert "verify" in found.header
-        assert found.header.endswith(f"Memory: {path}:")
+        days = age.days
+        assert found.header.startswith(f"This memory is {days} days old.")
+        assert "check it against the current state" in found.header
+    else:
+        assert found.header == expected.format(path=path)
+
+
+def test_surfaced_memory_is_framed_as_possibly_relevant(tmp_path: Path) -> None:
+    path = write_memory(tmp_path, "polars.md", "polars dataframes", "Use polars.")
+    [found] = select("polars dataframes please", tmp_path)
+
+    assert found.text == (
+        "<system-reminder>\n"
+        "Recalled from memory as possibly relevant to this request. Use it only if it "
+        "really bears on what the user asked; otherwise leave it aside.\n\n"
+        f"Memory: {path} (saved today):\n\n{found.content}\n</system-reminder>"
+    )
 
 
 def test_long_file_is_cut_at_the_line_cap_with_a_note(tmp_path: Path) -> None:
@@ -514,3 +695,118 @@ def test_prompt_shows_the_current_layout_and_links(tmp_path: Path) -> None:
     assert "[[name]]" not in old
     with pytest.raises(UsageError):
         memory_prompt(tmp_path, format="v3")  # type: ignore[arg-type]
+
+
+# --- memdir recall -----------------------------------------------------------------------
+
+
+def test_recall_command_asks_the_selector_model_by_default(
+    memories: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    with FakeAnthropicServer([selection("polars.md")]) as server:
+        args = ["recall", "which dataframe library?", "--memory-dir", str(memories)]
+        result = CliRunner().invoke(
+            cli, [*args, "--model", "anthropic", "--base-url", server.base_url]
+        )
+        [body] = (r.body for r in server.requests)
+
+    assert result.exit_code == 0, result.output
+    assert body["model"] == DEFAULT_SELECTOR_MODEL == "claude-sonnet-5-5"
+    assert "Recalled from memory as possibly relevant" in result.stdout
+    assert f"Memory: {memories / 'polars.md'} (saved " in result.stdout
+
+
+# --- memory changed during a conversation ------------------------------------------------
+
+
+def test_a_stamp_sees_files_saved_rewritten_and_deleted(tmp_path: Path) -> None:
+    write_memory(tmp_path, "polars.md", "polars dataframes")
+    write_memory(tmp_path, "deploys.md", "release train")
+    (tmp_path / "MEMORY.md").write_text("- [Polars](polars.md) — dataframes\n", "utf-8")
+    (tmp_path / ".memdir").mkdir()
+    before = memory_stamp(tmp_path)
+    assert memory_stamp(tmp_path) == before
+    assert memory_change_notice(tmp_path, before, memory_stamp(tmp_path)) is None
+    # memdir's own bookkeeping is not memory.
+    (tmp_path / ".memdir" / "state.md").write_text("x", "utf-8")
+    assert memory_stamp(tmp_path) == before
+
+    write_memory(tmp_path, "team/oncall.md", "pager rota")
+    (tmp_path / "deploys.md").unlink()
+    (tmp_path / "polars.md").write_text("---\nname: polars\n---\n\nPolars 2.\n", "utf-8")
+    notice = memory_change_notice(tmp_path, before, memory_stamp(tmp_path))
+
+    assert notice is not None
+    assert notice.startswith("<system-reminder>\n")
+    assert notice.endswith("\n</system-reminder>")
+    assert f"Memory in {tmp_path}{os.sep} changed since this conversation loaded it" in notice
+    assert "saved team/oncall.md; updated polars.md; deleted deploys.md." in notice
+    # The index itself did not change: memories read earlier may be stale.
+    assert "MEMORY.md loaded at the start" not in notice
+    assert "read it again before relying on it" in notice
+
+
+def test_a_changed_index_makes_the_loaded_copy_stale(tmp_path: Path) -> None:
+    index = tmp_path / "MEMORY.md"
+    index.write_text("- [Polars](polars.md) — dataframes\n", "utf-8")
+    before = memory_stamp(tmp_path)
+    write_memory(tmp_path, "deploys.md", "release train")
+    index.write_text("- [Polars](polars.md) — dataframes\n- [Deploys](deploys.md) — days\n")
+    notice = memory_change_notice(tmp_path, before, memory_stamp(tmp_path))
+
+    assert notice is not None
+    assert "saved deploys.md; updated MEMORY.md." in notice
+    assert (
+        "The copy of MEMORY.md loaded at the start of this conversation is out of date. "
+        f"Read {index} again if you need what it says now."
+    ) in notice
+    assert "mention it to the user only if it bears on what they asked" in notice
+
+
+def test_a_notice_names_ten_files_and_counts_the_rest(tmp_path: Path) -> None:
+    before = memory_stamp(tmp_path / "memory")  # a folder not there yet: nothing in it
+    assert before == MemoryStamp()
+    for i in range(14):
+        write_memory(tmp_path / "memory", f"m{i:02d}.md", f"memory {i}")
+    notice = memory_change_notice(tmp_path / "memory", before, memory_stamp(tmp_path / "memory"))
+
+    assert notice is not None
+    assert "saved m00.md, m01.md" in notice
+    assert "m09.md and 4 more." in notice
+    assert "m10.md" not in notice
+
+
+def test_a_server_that_refuses_structured_output_is_asked_in_plain_text(memories: Path) -> None:
+    def answer(body: dict[str, Any]) -> Fault | str:
+        if "output_config" in body:
+            return Fault(
+                status=400,
+                body={
+                    "type": "error",
+                    "error": {
+                        "type": "invalid_request_error",
+                        "message": "output_config: unknown field",
+                    },
+                },
+            )
+        return "Sure: " + selection("polars.md")
+
+    async def one_query(url: str) -> list[SurfacedMemory]:
+        model = AnthropicModel(
+            "claude-test", api_key="k", base_url=url, retry=RetryPolicy(max_retries=0)
+        )
+        try:
+            return await select_relevant_memories("which dataframe library?", memories, model)
+        finally:
+            await model.aclose()
+
+    with FakeAnthropicServer(handler=answer) as server:
+        found = asyncio.run(one_query(server.base_url))
+        refused, plain = (r.body for r in server.requests)
+
+    assert [m.filename for m in found] == ["polars.md"]
+    assert "output_config" in refused
+    assert "output_config" not in plain
+    assert plain["max_tokens"] == 2560
+    assert plain["messages"] == refused["messages"]

@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memdir._claude_setup import hook_memory_off
+
 __all__ = [
     "ANSWER_TAIL_CHARS",
     "API_KEY_VARS",
@@ -239,6 +241,8 @@ def start(payload: object, options: HookOptions, *, env: Mapping[str, str] | Non
         return
     if isinstance(job, str):
         _notice(job)
+        return
+    if hook_memory_off(job, env):  # Claude Code's memory is off: neither start nor write
         return
     backend = choose_backend(options, environ)
     job["backend"] = backend.kind

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from memdir._claude_setup import hook_memory_off
 from memdir._hook_entry import ANSWER_TAIL_CHARS
 from memdir._private import make_private_dirs, open_private
 from memdir.errors import MemdirError, one_line
@@ -118,24 +119,17 @@ async def extract_session(
     ``log``; 0 when every run succeeded, 1 when one failed, 2 when none could start (no
     credentials for the provider). ``model`` is a model, a spec, or
     None for the default (``$MEMDIR_MODEL``, then the provider whose key is set)."""
-    from memdir._cli._common import close_model, missing_credentials, model_spec
+    from memdir._cli._common import NO_MODEL, close_model, missing_credentials, model_spec
     from memdir._cli._run import extract_transcript
     from memdir.models import resolve_model
     from memdir.store import MemoryDir
 
     owned = model is None or isinstance(model, str)  # a model passed in is the caller's
     if isinstance(model, str) or model is None:
-        spec, fell_back = model_spec(model or None)
-        missing = missing_credentials(spec, base_url)
-        if missing is not None:
+        spec = model_spec(model or None)
+        missing = NO_MODEL if spec is None else missing_credentials(spec, base_url)
+        if spec is None or missing is not None:
             log.line(f"extraction not started: {missing}")
-            return 2
-        if fell_back:
-            # The offline engine runs only when asked for by name (--model offline).
-            log.line(
-                "extraction not started: no model provider configured (set "
-                "MEMDIR_ANTHROPIC_API_KEY or ANTHROPIC_API_KEY, or give --model offline)"
-            )
             return 2
         model = resolve_model(spec, base_url=base_url)
     try:
@@ -167,21 +161,6 @@ async def extract_through_claude_code_session(
     )
     log_report(log, report)
     return 1 if report.errors else 0
-
-
-def _api_model(env: Mapping[str, str]) -> str | None:
-    """The model spec for the API path when only a key is in ``env``, or None to let
-    :func:`memdir._cli._common.model_spec` choose. memdir's own key is the one used:
-    the Anthropic client reads ``ANTHROPIC_API_KEY``, so it is put there for this
-    process (and only this one: the worker is memdir's alone)."""
-    from memdir._cli._common import DEFAULT_ANTHROPIC_MODEL, model_spec
-
-    own = env.get("MEMDIR_ANTHROPIC_API_KEY")
-    if own:
-        os.environ["ANTHROPIC_API_KEY"] = own
-    _, fell_back = model_spec(None)
-    # A gateway token alone (ANTHROPIC_AUTH_TOKEN) is an Anthropic credential too.
-    return f"anthropic:{DEFAULT_ANTHROPIC_MODEL}" if fell_back else None
 
 
 # How long to wait for Claude Code to finish writing the turn the hook was called for.
@@ -219,6 +198,8 @@ def load_settled(
 
 def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
     """Do one hook job; returns the exit status (0 done, 1 failed, 2 unusable job)."""
+    if hook_memory_off(job, note_folder=stream is None):  # Claude Code's memory is off
+        return 0
     try:
         memory_root = memory_root_for(job)
     except MemdirError as exc:
@@ -246,8 +227,6 @@ def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
             return asyncio.run(
                 extract_through_claude_code_session(transcript, memory_root, log, cli_path=cli_path)
             )
-        if job.get("backend") == "api" and not isinstance(model, str):
-            model = _api_model(os.environ)
         return asyncio.run(
             extract_session(
                 transcript,

@@ -12,6 +12,7 @@ whole family in one place. The children say where to look:
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "UsageError",
     "error_fields",
     "error_info",
+    "install_command",
     "one_line",
 ]
 
@@ -56,9 +58,24 @@ class MissingExtraError(UsageError, ModuleNotFoundError):
 
     def __init__(self, feature: str, extra: str, reason: str | None = None) -> None:
         why = f" ({reason})" if reason else ""
-        super().__init__(f"{feature} needs the [{extra}] extra: pip install 'memdir[{extra}]'{why}")
+        super().__init__(f"{feature} needs the [{extra}] extra: {install_command(extra)}{why}")
         self.feature = feature
         self.extra = extra
+
+
+def install_command(extra: str, source: Path | None = None) -> str:
+    """The ``pip`` command that adds ``extra`` to this memdir.
+
+    memdir is installed from its source tree, not from a package index, so a bare
+    ``pip install 'memdir[extra]'`` finds nothing. Run from a source tree (an editable
+    install, the usual case), the command names that tree; otherwise it says where the
+    path goes. ``source`` is the tree to name (default: the one this module runs from,
+    if it is one).
+    """
+    tree = source if source is not None else Path(__file__).resolve().parents[2]
+    if (tree / "pyproject.toml").is_file():
+        return f"pip install -e {shlex.quote(f'{tree}[{extra}]')}"
+    return f"pip install '<memdir source tree>[{extra}]'"
 
 
 class ModelError(MemdirError):

@@ -272,9 +272,9 @@ def _json_safe(value: object) -> object:
 class OpenTelemetrySink:
     """Reports each event as an OpenTelemetry span and metric points.
 
-    Needs ``opentelemetry-api`` (``pip install 'memdir[otel]'``); memdir only uses the API,
-    so spans and metrics go wherever the host's SDK sends them. Pass providers to use
-    other than the global ones.
+    Needs ``opentelemetry-api`` (the ``[otel]`` extra); memdir only uses the API, so
+    spans and metrics go wherever the host's SDK sends them. Pass providers to use other
+    than the global ones.
 
     Each event becomes a span ``memdir.<event name>`` with attributes ``memdir.<field>``
     (values other than bool, int, float or str as their ``str()``; None fields left out),

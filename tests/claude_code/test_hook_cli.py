@@ -106,7 +106,7 @@ def test_no_session_waits_for_the_extraction(claude_cli: ClaudeCli) -> None:
 
     with FakeAnthropicServer(handler=memory_model, min_cache_tokens=0) as memory_server:
         settings = hook_settings(
-            "--model", "anthropic:claude-sonnet-4-5", "--base-url", memory_server.base_url
+            "--model", "anthropic:claude-sonnet-5-5", "--base-url", memory_server.base_url
         )
         run = claude_cli.run(
             "I'm Ana, I lead the data team.", replies=["Hi Ana."], settings=settings

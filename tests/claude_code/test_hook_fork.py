@@ -81,7 +81,7 @@ def fork_run(claude_cli: ClaudeCli, *, billing_counts: bool, turns: int = 1) -> 
         )
     )
     ignored = () if billing_counts else (BILLING,)
-    settings = hook_settings("--model", "anthropic:claude-sonnet-4-5", "--mode", "fork")
+    settings = hook_settings("--model", "anthropic:claude-sonnet-5-5", "--mode", "fork")
     hosts: list[RecordedRequest] = []
     forks: list[RecordedRequest] = []
     session: str | None = None

@@ -16,6 +16,8 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No provider keys, no memdir settings, and a private Claude config home."""
     for name in (
         "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "MEMDIR_ANTHROPIC_API_KEY",
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",
         "MEMDIR_MODEL",
@@ -25,6 +27,19 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-home"))
+
+
+# The commands that run a model when given one (recall runs none unless asked).
+_MODEL_COMMANDS = ("extract", "watch", "dream")
+
+
+def offline(args: list[str] | tuple[str, ...]) -> list[str]:
+    """``args`` with ``--model offline`` after a command that runs a model, unless they
+    name a model: these tests mean the rule-based engine, which runs only when asked."""
+    out = list(args)
+    if out and out[0] in _MODEL_COMMANDS and not any(a == "--model" for a in out):
+        out[1:1] = ["--model", "offline"]
+    return out
 
 
 TURNS = [

@@ -193,7 +193,7 @@ CASES = [
             "extract",
             "{session}",
             "--model",
-            "anthropic:claude-sonnet-4-5",
+            "anthropic:claude-sonnet-5-5",
             "--memory-dir",
             "{tmp}/m",
         ),
@@ -212,7 +212,7 @@ CASES = [
     Case(
         "dream-without-a-key",
         _nothing,
-        ("dream", "--force", "--model", "anthropic:claude-sonnet-4-5", "--memory-dir", "{tmp}/m"),
+        ("dream", "--force", "--model", "anthropic:claude-sonnet-5-5", "--memory-dir", "{tmp}/m"),
         2,
         "needs a key",
         "credentials",
@@ -224,6 +224,51 @@ CASES = [
         2,
         "needs a key",
         "credentials",
+    ),
+    # No key and no --model: the offline engine is not run in place of a model.
+    Case(
+        "extract-without-any-model",
+        _nothing,
+        ("extract", "{session}", "--memory-dir", "{tmp}/m"),
+        2,
+        "no model to run: set MEMDIR_ANTHROPIC_API_KEY, ANTHROPIC_API_KEY or "
+        "ANTHROPIC_AUTH_TOKEN (or OPENAI_API_KEY), or pass --model offline",
+        "credentials",
+    ),
+    Case(
+        "dream-without-any-model",
+        _nothing,
+        ("dream", "--force", "--memory-dir", "{tmp}/m"),
+        2,
+        "or pass --model offline",
+        "credentials",
+    ),
+    Case(
+        "retired-model",
+        _nothing,
+        (
+            "extract",
+            "{session}",
+            "--model",
+            "anthropic:claude-sonnet-4-5",
+            "--memory-dir",
+            "{tmp}/m",
+        ),
+        2,
+        "claude-sonnet-4-5 (Claude Sonnet 4.5) was retired on November 30, 2026; "
+        "use anthropic:claude-sonnet-5-5 instead",
+        "model_spec",
+        env={"ANTHROPIC_API_KEY": "k"},
+    ),
+    Case(
+        "retired-model-from-the-environment",
+        _nothing,
+        ("dream", "--force", "--memory-dir", "{tmp}/m"),
+        2,
+        "claude-opus-4-0 (Claude Opus 4) was retired on June 15, 2026; "
+        "use anthropic:claude-opus-5-5 instead",
+        "model_spec",
+        env={"MEMDIR_MODEL": "anthropic:claude-opus-4-0"},
     ),
     Case(
         "unknown-model",
@@ -307,10 +352,10 @@ def test_a_read_only_filesystem_stops_the_writers_in_one_line_and_readers_still_
     more = write_session(tmp_path / "s2.jsonl", ["Remember that the cluster is in eu-west-3."])
     before = snapshot(tmp_path / "ro")
     for args in (
-        ("extract", str(more), "--memory-dir", str(memory)),
-        ("dream", "--force", "--memory-dir", str(memory)),
+        ("extract", str(more), "--model", "offline", "--memory-dir", str(memory)),
+        ("dream", "--force", "--model", "offline", "--memory-dir", str(memory)),
         ("forget", "user_role", "--yes", "--memory-dir", str(memory)),
-        ("extract", str(more), "--memory-dir", str(memory), "--json"),
+        ("extract", str(more), "--model", "offline", "--memory-dir", str(memory), "--json"),
     ):
         done = _memdir_on_read_only(tmp_path / "ro", *args)
         assert done.returncode == 2, done.stderr
@@ -372,7 +417,7 @@ def test_a_failed_run_gives_an_error_object_with_the_providers_status(
             "extract",
             str(session),
             "--model",
-            "anthropic:claude-sonnet-4-5",
+            "anthropic:claude-sonnet-5-5",
             "--base-url",
             server.base_url,
             "--memory-dir",
@@ -386,11 +431,11 @@ def test_a_failed_run_gives_an_error_object_with_the_providers_status(
     assert report["error"] == {
         "kind": "model",
         "status": 401,
-        "message": "anthropic:claude-sonnet-4-5: HTTP 401: invalid x-api-key",
+        "message": "anthropic:claude-sonnet-5-5: HTTP 401: invalid x-api-key",
     }
     assert report["errors_detail"] == [report["error"]]
     assert answer["error"] == report["error"]
-    line = "memdir: anthropic:claude-sonnet-4-5: HTTP 401: invalid x-api-key (retried next time)\n"
+    line = "memdir: anthropic:claude-sonnet-5-5: HTTP 401: invalid x-api-key (retried next time)\n"
     assert err == line
     # --quiet prints nothing but errors: the error, in its one line.
     assert (code_quiet, out_quiet, err_quiet) == (1, "", line)
@@ -407,7 +452,7 @@ def test_a_refused_connection_is_a_model_error_without_a_status(
         "extract",
         str(session),
         "--model",
-        "anthropic:claude-sonnet-4-5",
+        "anthropic:claude-sonnet-5-5",
         "--base-url",
         closed,
         "--memory-dir",

@@ -20,7 +20,7 @@ from memdir.store import (
     restore_memory,
     trash_entries,
 )
-from tests.cli.conftest import TURNS, write_session
+from tests.cli.conftest import TURNS, offline, write_session
 
 DAY = 86400.0
 
@@ -35,7 +35,8 @@ INDEX = (
 
 
 def run(*args: str, input: str | None = None) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args), input=input)
+    """The command, on the offline engine where it runs a model and names none."""
+    result = CliRunner().invoke(cli, offline(args), input=input)
     return result.exit_code, result.stdout, result.stderr
 
 

@@ -14,13 +14,14 @@ from click.testing import CliRunner
 from memdir._cli import cli
 from memdir.store import MemoryDir, format_memory_file
 from memdir.testing import FakeAnthropicServer, Fault
-from tests.cli.conftest import TURNS, write_session
+from tests.cli.conftest import TURNS, offline, write_session
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args))
+    """The command, on the offline engine where it runs a model and names none."""
+    result = CliRunner().invoke(cli, offline(args))
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -141,7 +142,7 @@ def test_dream_that_could_not_run_says_why_apart_from_not_yet(
             "--memory-dir",
             str(memory),
             "--model",
-            "anthropic:claude-sonnet-4-5",
+            "anthropic:claude-sonnet-5-5",
             "--base-url",
             server.base_url,
         ]
@@ -150,13 +151,13 @@ def test_dream_that_could_not_run_says_why_apart_from_not_yet(
     assert code == 1
     assert "not yet" not in out + err
     assert err == (
-        "memdir: consolidation could not run: anthropic:claude-sonnet-4-5: HTTP 403: no access\n"
+        "memdir: consolidation could not run: anthropic:claude-sonnet-5-5: HTTP 403: no access\n"
     )
     assert code_json == 1
     assert json.loads(out_json)["error"] == {
         "kind": "model",
         "status": 403,
-        "message": "anthropic:claude-sonnet-4-5: HTTP 403: no access",
+        "message": "anthropic:claude-sonnet-5-5: HTTP 403: no access",
     }
 
 

@@ -110,7 +110,7 @@ def test_hook_ignores_other_events_and_a_stop_already_continuing(tmp_path: Path)
         {"hook_event_name": "PreToolUse"},
     ):
         done = subprocess.run(
-            [*MEMDIR, "hook", "claude-code", "--timeout", "60"],
+            [*MEMDIR, "hook", "claude-code", "--model", "offline", "--timeout", "60"],
             input=json.dumps({**base, **extra}),
             capture_output=True,
             text=True,
@@ -131,7 +131,17 @@ def test_the_hooks_log_is_timestamped_and_says_why_a_run_failed(tmp_path: Path) 
         "hook_event_name": "Stop",
     }
     done = subprocess.run(
-        [*MEMDIR, "hook", "claude-code", "--timeout", "60", "--memory-dir", str(memory)],
+        [
+            *MEMDIR,
+            "hook",
+            "claude-code",
+            "--model",
+            "offline",
+            "--timeout",
+            "60",
+            "--memory-dir",
+            str(memory),
+        ],
         input=json.dumps(hook_input),
         capture_output=True,
         text=True,
@@ -141,12 +151,14 @@ def test_the_hooks_log_is_timestamped_and_says_why_a_run_failed(tmp_path: Path) 
     )
     assert (done.returncode, done.stdout) == (0, "")
     lines = (memory / ".memdir" / "hook.log").read_text().splitlines()
-    assert len(lines) == 2, lines
+    assert len(lines) == 3, lines
     for line in lines:
         stamp = line.split(" ", 1)[0]
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp), line
-    assert "extraction failed" in lines[1]
-    assert "gone.jsonl" in lines[1]
+    # Which folder the run used and why, then the run itself.
+    assert lines[0].endswith(f"memory folder {memory} (--memory-dir in the hook's command)")
+    assert "extraction failed" in lines[2]
+    assert "gone.jsonl" in lines[2]
 
 
 def test_the_hook_starts_without_a_provider_sdk_or_click(tmp_path: Path) -> None:
@@ -183,6 +195,8 @@ def test_watch_picks_up_an_appended_turn(tmp_path: Path) -> None:
             *MEMDIR,
             "watch",
             str(tmp_path),
+            "--model",
+            "offline",
             "--memory-dir",
             str(memory),
             "--interval",
@@ -225,7 +239,16 @@ def test_two_extract_processes_on_one_memory_dir(tmp_path: Path) -> None:
     second.write_text(text)
     procs = [
         subprocess.Popen(
-            [*MEMDIR, "extract", str(path), "--memory-dir", str(memory), "--json"],
+            [
+                *MEMDIR,
+                "extract",
+                str(path),
+                "--model",
+                "offline",
+                "--memory-dir",
+                str(memory),
+                "--json",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -272,7 +295,7 @@ def test_watch_reports_a_project_whose_memory_dir_is_unusable_and_goes_on(
     blocked.parent.mkdir(parents=True)
     blocked.write_text("not a folder\n")
     with subprocess.Popen(
-        [*MEMDIR, "watch", str(sessions), "--interval", "0.05", "--json"],
+        [*MEMDIR, "watch", str(sessions), "--model", "offline", "--interval", "0.05", "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

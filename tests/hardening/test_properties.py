@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -491,9 +492,12 @@ def test_index_caps_hold_and_keep_a_prefix(raw: str) -> None:
     kept, separator, warning = result.content.rpartition("\n\n")
     assert separator
     assert "\n" not in warning
-    assert warning.startswith("> WARNING: MEMORY.md is ")
-    assert ("lines (limit: 200)" in warning) == result.was_line_truncated
-    assert ("index entries are too long" in warning) == result.was_byte_truncated
+    assert warning.startswith("> WARNING: MEMORY.md ")
+    assert ("200-line" in warning) == result.was_line_truncated
+    assert ("entries are too long" in warning) == result.was_byte_truncated
+    assert re.search(r"\d+ of its \d+ lines (was|were) left out, from line \d+", warning) or (
+        "of line 1 was left out" in warning
+    )
     # The caps, on what is kept of the index.
     assert kept.count("\n") + 1 <= MAX_ENTRYPOINT_LINES
     assert len(kept) <= MAX_ENTRYPOINT_CHARS

@@ -196,3 +196,37 @@ def test_memory_that_cannot_be_read_is_not_shown_and_fails_nothing(
     core = HostCore(tmp_path / "memory", "offline")
     assert core.load_memory("c1") is None
     assert asyncio.run(core.aload_memory("c1")) is None
+
+
+def test_memory_saved_during_a_conversation_is_noticed_once(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    index = memory / "MEMORY.md"
+    index.write_text("- [Polars](polars.md) — dataframes\n", encoding="utf-8")
+    core = HostCore(memory, "offline")
+
+    first = core.load_memory("c1")
+    assert first is not None
+    assert first.notice is None
+    # Nothing changed: the same loaded memory, no notice, request after request.
+    assert core.load_memory("c1") is first
+    assert asyncio.run(core.aload_memory("c1")) is first
+
+    (memory / "deploys.md").write_text("---\nname: deploys\n---\n\nTuesdays.\n", "utf-8")
+    index.write_text("- [Polars](polars.md) — dataframes\n- [Deploys](deploys.md) — days\n")
+    noticed = asyncio.run(core.aload_memory("c1"))
+    assert noticed is not None
+    # Same instructions and index (the cached prefix), and a notice that the copy is stale.
+    assert (noticed.instructions, noticed.index) == (first.instructions, first.index)
+    assert "Deploys" not in noticed.index
+    assert noticed.notice is not None
+    assert "saved deploys.md; updated MEMORY.md." in noticed.notice
+    assert f"Read {index} again" in noticed.notice
+    # Once per change; another conversation loads the new index and has nothing to hear.
+    later = core.load_memory("c1")
+    assert later is not None
+    assert later.notice is None
+    other = core.load_memory("c2")
+    assert other is not None
+    assert "Deploys" in other.index
+    assert other.notice is None

@@ -61,7 +61,7 @@ from memdir.telemetry import CollectingSink
 from memdir.testing import FakeAnthropicServer, Fault, RecordedRequest, Reply
 from tests.examples import load_example
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-5-5"
 # Long enough for the model's minimum cacheable prefix (1,024 tokens): a real agent's is.
 SYSTEM_PROMPT = "You are the data team's assistant.\n" + "\n".join(
     f"{n}. House rule {n}: check the warehouse schema before you answer a question on it."

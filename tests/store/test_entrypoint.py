@@ -16,8 +16,8 @@ from memdir.store._entrypoint import (
 )
 
 ADVICE = (
-    "Only part of it was loaded. Keep index entries to one line under ~200 chars;"
-    " move detail into topic files."
+    "Read MEMORY.md for the rest, and keep the index short: one line of under ~200"
+    " characters per entry, with the details in the topic files."
 )
 
 
@@ -84,7 +84,12 @@ def test_201_lines_fires_the_line_cap() -> None:
     result = truncate_entrypoint(text)
     kept, warning = _split_warning(result)
     assert kept == _index(200)
-    assert warning == f"> WARNING: MEMORY.md is 201 lines (limit: 200). {ADVICE}"
+    # How many lines were cut, from which line (quoted), and where to read them.
+    assert warning == (
+        "> WARNING: MEMORY.md has 201 lines, over the 200-line limit, so only part of it"
+        " was loaded: 1 of its 201 lines was left out, from line 201"
+        ' ("- [Entry 200](entry_200.md) — hook xxxxx") on. ' + ADVICE
+    )
     assert result.line_count == 201
     assert result.byte_count == len(text)
     assert result.was_line_truncated
@@ -99,8 +104,11 @@ def test_char_cap_cuts_at_a_newline() -> None:
     # 124 full lines take 124 * 201 - 1 = 24,923 chars; the 125th would pass 25,000.
     assert kept == _index(124, width=200)
     assert len(kept) <= MAX_ENTRYPOINT_CHARS
+    preview = _index(125, width=200).splitlines()[-1][:79] + "…"
     assert warning == (
-        "> WARNING: MEMORY.md is 29.4 KB (limit: 24.4 KB) — index entries are too long. " + ADVICE
+        "> WARNING: MEMORY.md is 29.4 KB, over the 24.4 KB limit (its entries are too"
+        " long), so only part of it was loaded: 26 of its 150 lines were left"
+        f' out, from line 125 ("{preview}") on. ' + ADVICE
     )
     assert result.line_count == 150
     assert result.byte_count == 30_149
@@ -115,10 +123,12 @@ def test_both_caps_fire_and_are_both_named() -> None:
     # After the line cap, 200 lines are still too long, so the char cap cuts further:
     # 165 lines take 165 * 151 - 1 = 24,914 chars.
     assert kept == _index(165, width=150)
-    assert warning == (
-        "> WARNING: MEMORY.md is 300 lines (limit: 200) and 44.2 KB (limit: 24.4 KB)"
-        " — index entries are too long. " + ADVICE
+    assert warning.startswith(
+        "> WARNING: MEMORY.md has 300 lines and is 44.2 KB, over the 200-line and 24.4 KB"
+        " limits (its entries are too long), so only part of it was loaded: 135"
+        " of its 300 lines were left out, from line 166 ("
     )
+    assert warning.endswith(ADVICE)
     assert result.line_count == 300
     assert result.byte_count == 45_299
     assert result.was_line_truncated
@@ -135,7 +145,8 @@ def test_char_flag_follows_the_original_length_even_when_lines_fix_it() -> None:
     assert kept == _index(200, width=120)
     assert result.was_line_truncated
     assert result.was_byte_truncated
-    assert "210 lines (limit: 200) and 24.8 KB (limit: 24.4 KB)" in warning
+    assert "has 210 lines and is 24.8 KB, over the 200-line and 24.4 KB limits" in warning
+    assert "10 of its 210 lines were left out, from line 201" in warning
 
 
 def test_one_long_line_is_hard_cut() -> None:
@@ -143,7 +154,8 @@ def test_one_long_line_is_hard_cut() -> None:
     result = truncate_entrypoint(text)
     kept, warning = _split_warning(result)
     assert kept == "x" * MAX_ENTRYPOINT_CHARS
-    assert "29.3 KB (limit: 24.4 KB)" in warning
+    assert "is 29.3 KB, over the 24.4 KB limit" in warning
+    assert "everything after the first 25000 characters of line 1 was left out" in warning
     assert result.line_count == 1
     assert result.byte_count == 30_000
     assert not result.was_line_truncated
@@ -191,3 +203,19 @@ class Noise:
 )
 def test_strip_entrypoint_noise(case: Noise) -> None:
     assert strip_entrypoint_noise(case.raw) == case.clean
+
+
+def test_warning_names_the_file_to_read_the_rest_in() -> None:
+    result = truncate_entrypoint(_index(250), "/home/u/.claude/projects/p/memory/MEMORY.md")
+    _, warning = _split_warning(result)
+    assert "from line 201 (" in warning
+    assert "Read /home/u/.claude/projects/p/memory/MEMORY.md for the rest" in warning
+
+
+def test_a_long_first_line_left_out_is_quoted_short() -> None:
+    text = _index(200) + "\n" + "- [Long](long.md) — " + "y" * 300
+    _, warning = _split_warning(truncate_entrypoint(text))
+    quoted = warning.split('("', 1)[1].split('")', 1)[0]
+    assert len(quoted) == 80
+    assert quoted.startswith("- [Long](long.md) — yyy")
+    assert quoted.endswith("…")

@@ -20,7 +20,7 @@ import pytest
 
 from memdir.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from memdir.testing import FakeAnthropicServer
-from memdir.transcripts import Transcript, load_transcript
+from memdir.transcripts import Transcript, host_model, load_transcript
 
 
 def _bundled_claude() -> Path | None:
@@ -151,3 +151,14 @@ def test_the_last_main_request_is_the_last_one_sent(
     assert last.messages[-1]["content"] == [
         {"type": "text", "text": PROMPTS[1], "cache_control": {"type": "ephemeral"}}
     ]
+
+
+def test_the_host_model_is_the_one_its_last_request_asked_for(
+    recorded: tuple[Transcript, list[dict[str, Any]]],
+) -> None:
+    transcript, sent = recorded
+    # The fake answers as "claude-fake-1": what was asked, not what answered, is the host's.
+    answered = [m.extra.get("model") for m in transcript.messages if m.role == "assistant"]
+    assert set(answered) == {"claude-fake-1"}
+    asked = [body["model"] for body in sent if body.get("tools")]
+    assert host_model(transcript) == asked[-1] == "claude-opus-5-5"

@@ -10,6 +10,7 @@ from memdir._cli._dream import dream_command
 from memdir._cli._extract import extract_command
 from memdir._cli._forget import forget_command
 from memdir._cli._hook import hook_group
+from memdir._cli._install import doctor_command, install_group, log_command
 from memdir._cli._manage import dir_command, ls_command, show_command
 from memdir._cli._queue import queue_group, sync_command, worker_command
 from memdir._cli._recall import prompt_command, recall_command
@@ -28,7 +29,8 @@ def cli() -> None:
     Start here:
       memdir extract SESSION.jsonl   save memories from a transcript
       memdir ls                      list what is remembered
-      memdir hook claude-code        use as Claude Code's Stop hook
+      memdir install claude-code     make Claude Code save memories (its Stop hook)
+      memdir doctor                  check that it would work; memdir log: what it did
     """
 
 
@@ -36,6 +38,9 @@ for command in (
     extract_command,
     watch_command,
     hook_group,
+    install_group,
+    doctor_command,
+    log_command,
     ls_command,
     show_command,
     forget_command,

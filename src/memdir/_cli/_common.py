@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import json
 import os
@@ -14,15 +15,24 @@ from typing import Any, NoReturn, ParamSpec, TypeVar
 import click
 
 from memdir.errors import MemdirError, error_info
-from memdir.models import Model, resolve_model
+from memdir.models import (
+    DEFAULT_ANTHROPIC_MODEL,
+    DEFAULT_OPENAI_MODEL,
+    Model,
+    in_service,
+    provider_of,
+    resolve_model,
+    retirement,
+    upcoming_retirement,
+)
+from memdir.models._anthropic import MEMDIR_ANTHROPIC_API_KEY_ENV
 from memdir.store import ENTRYPOINT_NAME, MEMDIR_DIR_ENV, MemoryDir, default_memory_dir
 from memdir.store._atomic import STATE_DIR_NAME
+from memdir.transcripts import Transcript, host_model
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
-DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
 
 # Exit codes: 0 done, 1 an extraction failed, 2 bad usage or unreadable input.
 EXIT_FAILED = 1
@@ -65,40 +75,138 @@ def fail_with(exc: BaseException, what: str | None = None) -> NoReturn:
     fail(message, code, kind=kind, status=status if isinstance(status, int) else None)
 
 
-def model_spec(option: str | None, env: Mapping[str, str] | None = None) -> tuple[str, bool]:
-    """The model spec to use, and whether it fell back to offline for lack of a provider.
+MEMDIR_MODEL_ENV = "MEMDIR_MODEL"
 
-    ``--model``, else ``$MEMDIR_MODEL``, else Anthropic when ``$ANTHROPIC_API_KEY`` is
-    set, else OpenAI when ``$OPENAI_API_KEY`` or ``$OPENAI_BASE_URL`` is, else offline.
+NO_MODEL = (
+    "no model to run: set MEMDIR_ANTHROPIC_API_KEY, ANTHROPIC_API_KEY or "
+    "ANTHROPIC_AUTH_TOKEN (or OPENAI_API_KEY), or pass --model offline for the "
+    "rule-based engine"
+)
+"""Why a command that needs a model stops when no provider is configured: the offline
+engine runs only when asked for, never in place of a model the user meant to have."""
+
+_ANTHROPIC_CREDENTIALS = (MEMDIR_ANTHROPIC_API_KEY_ENV, "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
+
+def _can_reach(provider: str | None, env: Mapping[str, str]) -> bool:
+    """Whether ``env`` holds what memdir's own client for ``provider`` needs."""
+    if provider == "anthropic":
+        return any(env.get(name) for name in _ANTHROPIC_CREDENTIALS)
+    if provider == "openai":
+        return bool(env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL"))
+    return False
+
+
+def model_spec(
+    option: str | None,
+    env: Mapping[str, str] | None = None,
+    *,
+    host: str | None = None,
+    today: datetime.date | None = None,
+) -> str | None:
+    """The model spec to use, or None when nothing names one and no provider is set up.
+
+    ``--model``, else ``$MEMDIR_MODEL``, else the host's own model (``host``, a name such
+    as :func:`~memdir.transcripts.host_model` reads from a transcript; a retired one
+    replaced by its successor) when memdir has credentials for its provider, else
+    Anthropic's default when ``$MEMDIR_ANTHROPIC_API_KEY``, ``$ANTHROPIC_API_KEY`` or
+    ``$ANTHROPIC_AUTH_TOKEN`` is set, else OpenAI's when ``$OPENAI_API_KEY`` or
+    ``$OPENAI_BASE_URL`` is. Never ``offline`` unless asked for: None is the caller's to
+    report (:data:`NO_MODEL`).
     """
     env = os.environ if env is None else env
     if option:
-        return option, False
-    if env.get("MEMDIR_MODEL"):
-        return env["MEMDIR_MODEL"], False
-    if env.get("ANTHROPIC_API_KEY"):
-        return f"anthropic:{DEFAULT_ANTHROPIC_MODEL}", False
-    if env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL"):
-        return f"openai:{DEFAULT_OPENAI_MODEL}", False
-    return "offline", True
+        return option
+    if env.get(MEMDIR_MODEL_ENV):
+        return env[MEMDIR_MODEL_ENV]
+    if host:
+        provider = provider_of(host)
+        if provider is not None and _can_reach(provider, env):
+            spec = host if host.startswith(f"{provider}:") else f"{provider}:{host}"
+            return in_service(spec, today=today)
+    if _can_reach("anthropic", env):
+        return f"anthropic:{DEFAULT_ANTHROPIC_MODEL}"
+    if _can_reach("openai", env):
+        return f"openai:{DEFAULT_OPENAI_MODEL}"
+    return None
 
 
-def choose_model(option: str | None, base_url: str | None, *, quiet: bool = False) -> Model:
-    """The model for a command, announcing the offline fallback on stderr."""
-    spec, fell_back = model_spec(option)
+def default_spec_for(transcript: Transcript, env: Mapping[str, str] | None = None) -> str | None:
+    """The model spec for extracting ``transcript`` when the user named none on the
+    command line: :func:`model_spec` with the model of the host's own last request in it
+    (``$MEMDIR_MODEL`` still first); None when no provider is set up."""
+    return model_spec(None, env, host=host_model(transcript))
+
+
+def choose_model(
+    option: str | None,
+    base_url: str | None,
+    *,
+    transcript: Transcript | None = None,
+    quiet: bool = False,
+) -> Model:
+    """The model for a command, or stop with one line when there is none to run
+    (:data:`NO_MODEL`). With ``transcript``, the default is its host's own model; when
+    that one is retired, its replacement, said on stderr unless ``quiet``, as is the day
+    a model still served will be retired."""
+    host = host_model(transcript) if transcript is not None else None
+    spec = model_spec(option, host=host)
+    if spec is None:
+        fail(NO_MODEL, kind="credentials")
+    named = option or os.environ.get(MEMDIR_MODEL_ENV)
+    if host is not None and not named and not quiet and retirement(host) is not None:
+        click.echo(f"memdir: the session's model {host} is retired; using {spec}", err=True)
     model = model_for(spec, base_url)
-    if fell_back and not quiet:
-        click.echo(
-            "memdir: no model provider configured (set ANTHROPIC_API_KEY or OPENAI_API_KEY, "
-            "or pass --model); using the offline rule-based model",
-            err=True,
-        )
+    soon = upcoming_retirement(spec) if ":" in spec else None
+    if soon is not None and not quiet:
+        click.echo(f"memdir: {soon}", err=True)
     return model
 
 
+class ModelChoice:
+    """The models of a command that extracts several transcripts: the one the user named,
+    else each transcript's host model (:func:`choose_model`), one model per spec, all
+    closed together (:meth:`aclose`)."""
+
+    def __init__(self, option: str | None, base_url: str | None, *, quiet: bool) -> None:
+        self._option = option
+        self._base_url = base_url
+        self._quiet = quiet
+        self._by_spec: dict[str, Model] = {}
+
+    def check(self) -> None:
+        """Stop with one line now, before any work, when the model a transcript without
+        a host model would get cannot run (none configured, retired, no key)."""
+        model = choose_model(self._option, self._base_url, quiet=self._quiet)
+        self._by_spec[model.name] = model
+
+    def for_transcript(self, transcript: Transcript) -> Model:
+        """The model for ``transcript`` (stopping the command when there is none)."""
+        host = host_model(transcript)
+        spec = model_spec(self._option, host=host)
+        model = self._by_spec.get(spec) if spec is not None else None
+        if model is None:
+            model = choose_model(
+                self._option, self._base_url, transcript=transcript, quiet=self._quiet
+            )
+            self._by_spec[model.name] = model
+            if spec is not None:
+                self._by_spec[spec] = model
+        return model
+
+    async def aclose(self) -> None:
+        """Close every model chosen."""
+        for model in {id(m): m for m in self._by_spec.values()}.values():
+            await close_model(model)
+
+
 def model_for(spec: str, base_url: str | None) -> Model:
-    """The model ``spec`` names, or stop: missing credentials first (before the SDK's own
-    complaint), then a spec no provider knows."""
+    """The model ``spec`` names, or stop: a retired model first (naming its replacement),
+    then missing credentials (before the SDK's own complaint), then a spec no provider
+    knows."""
+    retired = retirement(spec) if ":" in spec else None
+    if retired is not None:
+        fail(retired, kind="model_spec")
     missing = missing_credentials(spec, base_url)
     if missing is not None:
         fail(missing, kind="credentials")
@@ -118,10 +226,11 @@ def missing_credentials(
     """
     env = os.environ if env is None else env
     provider = spec.partition(":")[0]
-    if provider == "anthropic" and not (
-        env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")
-    ):
-        return f"{spec} needs a key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)"
+    if provider == "anthropic" and not _can_reach("anthropic", env):
+        return (
+            f"{spec} needs a key: set ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, "
+            f"or {MEMDIR_ANTHROPIC_API_KEY_ENV} for a key memdir alone uses"
+        )
     if provider == "openai" and not (env.get("OPENAI_API_KEY") or base_url):
         return f"{spec} needs a key: set OPENAI_API_KEY, or --base-url for a local server"
     return None

@@ -12,10 +12,9 @@ import click
 
 from memdir._cli._common import (
     EXIT_FAILED,
+    ModelChoice,
     base_url_option,
     choose_memory_dir,
-    choose_model,
-    close_model,
     every_option,
     fail,
     json_option,
@@ -116,8 +115,13 @@ def extract_command(
             loaded.append(load_transcript(path))
         except TranscriptError as exc:
             fail(str(exc))
-    model = choose_model(model_option, base_url, quiet=quiet or as_json)
-    targets = [(t, choose_memory_dir(memory_dir, t.cwd, write=True)) for t in loaded]
+    # By default each session is read by its host's own model (Claude Code's, as recorded).
+    models = ModelChoice(model_option, base_url, quiet=quiet or as_json)
+    chosen = [models.for_transcript(t) for t in loaded]
+    targets = [
+        (t, model, choose_memory_dir(memory_dir, t.cwd, write=True))
+        for t, model in zip(loaded, chosen, strict=True)
+    ]
     total = sum(len(completed_turn_ends(t.messages)) for t in loaded)
     show_bar = sys.stderr.isatty() and not (quiet or as_json)
     progress, advance = _progress(total, show_bar)
@@ -125,7 +129,7 @@ def extract_command(
     async def run_all() -> list[TranscriptReport]:
         reports = []
         try:
-            for transcript, memory in targets:
+            for transcript, model, memory in targets:
                 reports.append(
                     await extract_transcript(
                         transcript,
@@ -138,7 +142,7 @@ def extract_command(
                     )
                 )
         finally:
-            await close_model(model)
+            await models.aclose()
         return reports
 
     if progress is not None:

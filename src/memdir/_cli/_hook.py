@@ -53,17 +53,20 @@ def claude_code_hook(
 ) -> None:
     """The Claude Code Stop hook: save memories from the session that just answered.
 
-    Add it to Claude Code's settings (~/.claude/settings.json):
+    `memdir install claude-code` adds it to Claude Code's settings with memdir's
+    absolute path (Claude Code's PATH need not hold memdir):
 
     \b
       {"hooks": {"Stop": [{"hooks": [
-        {"type": "command", "command": "memdir hook claude-code"}]}]}}
+        {"type": "command", "command": "/abs/path/memdir hook claude-code"}]}]}}
 
     Memories go to the folder Claude Code itself uses for the session's working
     directory, so both read the same memory. The hook returns within a fraction of a
     second and never fails the session: the extraction goes on in a detached process,
     which logs what it did, and why a run failed, to .memdir/hook.log in that folder.
-    Other hook events, and a Stop with stop_hook_active set, are ignored.
+    Other hook events, and a Stop with stop_hook_active set, are ignored, and so is
+    every session whose Claude Code memory is switched off (autoMemoryEnabled false,
+    CLAUDE_CODE_DISABLE_AUTO_MEMORY). `memdir log` shows the runs.
     """
     try:
         payload = json.loads(sys.stdin.read() or "{}")

@@ -20,6 +20,7 @@ from memdir._cli._common import (
 from memdir.errors import ModelError
 from memdir.models import Model
 from memdir.recall import (
+    DEFAULT_SELECTOR_MODEL,
     MAX_SURFACED,
     SESSION_SURFACE_BUDGET,
     SurfaceBudget,
@@ -53,8 +54,9 @@ def prompt_command(memory_dir: Path | None, team: bool, skip_index: bool, as_jso
 @click.option(
     "--model",
     "model_option",
-    help="Let a model choose (anthropic:MODEL or openai:MODEL); default (or offline): a "
-    "lexical ranking.",
+    help="Let a model choose (anthropic:MODEL or openai:MODEL; anthropic alone: "
+    f"{DEFAULT_SELECTOR_MODEL}, the model Claude Code's own selector uses); default (or "
+    "offline): a lexical ranking.",
 )
 @base_url_option
 @click.option(
@@ -84,6 +86,8 @@ def recall_command(
     memory = choose_memory_dir(memory_dir, None)
     model: Model | None = None
     # The offline model cannot choose memories: "offline" is the lexical ranking.
+    if model_option == "anthropic":
+        model_option = f"anthropic:{DEFAULT_SELECTOR_MODEL}"
     if model_option and model_option != "offline":
         model = model_for(model_option, base_url)
 

@@ -11,9 +11,8 @@ from pathlib import Path
 import click
 
 from memdir._cli._common import (
+    ModelChoice,
     base_url_option,
-    choose_model,
-    close_model,
     every_option,
     find_memory_dir,
     json_option,
@@ -74,7 +73,9 @@ def watch_command(
     Runs until interrupted (Ctrl-C), then waits for the extraction in progress to finish.
     Each pass that did something prints one line (one JSON object with --json).
     """
-    model = choose_model(model_option, base_url, quiet=as_json)
+    # Each session is read by its host's own model unless --model names one.
+    models = ModelChoice(model_option, base_url, quiet=as_json)
+    models.check()
 
     def say(record: dict[str, object], text: str) -> None:
         click.echo(json.dumps(record) if as_json else text)
@@ -114,6 +115,7 @@ def watch_command(
                             f"skipped {file}: {memory}",
                         )
                         continue
+                    model = models.for_transcript(transcript)
                     report = await extract_transcript(
                         transcript, memory, model, every=every, team=team
                     )
@@ -126,7 +128,7 @@ def watch_command(
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=interval)
         finally:
-            await close_model(model)
+            await models.aclose()
         say({"event": "stopped"}, "stopped")
 
     asyncio.run(follow())

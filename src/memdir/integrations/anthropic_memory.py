@@ -11,7 +11,7 @@ containment, credential guard and Claude Code file layout::
     from memdir.integrations.anthropic_memory import MemdirMemoryTool
 
     runner = Anthropic().beta.messages.tool_runner(
-        model="claude-sonnet-4-5",
+        model="claude-sonnet-5-5",
         max_tokens=1024,
         tools=[MemdirMemoryTool(memory_dir)],
         messages=[{"role": "user", "content": "Remember that we deploy on Fridays."}],
@@ -27,7 +27,7 @@ Code's memory directory holds ``MEMORY.md`` and the memory files at its root (se
 ``memdir.default_memory_dir(project_root)``.
 
 This is the one module of memdir that imports ``anthropic`` (and ``anyio``, which the SDK
-depends on) at load time; ``pip install 'memdir[anthropic]'`` provides both.
+depends on) at load time; the ``[anthropic]`` extra installs both.
 """
 
 from __future__ import annotations

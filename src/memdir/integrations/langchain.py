@@ -45,7 +45,7 @@ runs, by default on the agent's own model where memdir knows it (Anthropic, Open
 For a graph of your own (``StateGraph``), give memdir a model and report each finished
 turn, from the thread's checkpointed messages or with a callback handler on the run::
 
-    memory = MemdirMiddleware("./memory", model="anthropic:claude-sonnet-4-5")
+    memory = MemdirMiddleware("./memory", model="anthropic:claude-sonnet-5-5")
     config = {"configurable": {"thread_id": "t1"}}
     await graph.ainvoke({"messages": [("user", text)]}, config)
     await memory.areport_graph(graph, config)
@@ -578,7 +578,7 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ``memory_dir``: where memories live; default ``$MEMDIR_DIR``, else the folder Claude
     Code keeps for the working directory's project. ``model``: memdir's model for the
     runs that do not fork (a :class:`~memdir.models.Model` or a spec such as
-    ``anthropic:claude-sonnet-4-5``); default the agent's own model on its endpoint (a
+    ``anthropic:claude-sonnet-5-5``); default the agent's own model on its endpoint (a
     client of memdir's own with the chat model's settings) when it is ``ChatAnthropic``
     or ``ChatOpenAI``, else ``$MEMDIR_MODEL``, else the offline model. A fork always runs
     on the agent's model: that is where its cache is. ``config``, ``sink``: as for

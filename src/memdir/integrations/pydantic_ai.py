@@ -9,7 +9,7 @@ works in the background while the host goes on::
     from memdir.integrations.pydantic_ai import MemdirCapability
 
     memory = MemdirCapability("memory/", memory_tool=True)
-    agent = Agent("anthropic:claude-sonnet-4-5", capabilities=[memory])
+    agent = Agent("anthropic:claude-sonnet-5-5", capabilities=[memory])
     result = await agent.run("I'm Ana; we use polars here.")
     result = await agent.run("...", message_history=result.all_messages())
     await memory.drain()  # before the process exits: let the last extraction finish

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,13 +19,19 @@ from memdir.models._retry import (
     split_known,
     with_retries,
 )
+from memdir.models._table import check_not_retired
 from memdir.models._types import ModelRequest, ModelResponse, SystemPrompt, Usage
 from memdir.models._wire_cache import WireCache
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
 
-__all__ = ["MAX_BREAKPOINTS", "AnthropicModel", "breakpoint_count"]
+__all__ = ["MAX_BREAKPOINTS", "MEMDIR_ANTHROPIC_API_KEY_ENV", "AnthropicModel", "breakpoint_count"]
+
+MEMDIR_ANTHROPIC_API_KEY_ENV = "MEMDIR_ANTHROPIC_API_KEY"
+"""A key for memdir's own requests only, so that memory is billed apart from the host's
+work: it takes precedence over ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_AUTH_TOKEN`` for the
+clients memdir makes, and nothing of memdir hands it to Claude Code."""
 
 _EPHEMERAL = {"type": "ephemeral"}
 MAX_BREAKPOINTS = 4
@@ -204,6 +212,14 @@ class AnthropicModel(ClientPerLoop["AsyncAnthropic"]):
     how memdir makes a client of its own (one per event loop, closed with the model),
     for settings beyond ``api_key`` and ``base_url`` (a host's organization, headers,
     transport); it is called once here, so make the model off the event loop.
+
+    Without either, memdir makes the client from ``api_key`` or ``auth_token`` (a bearer
+    token, as a gateway takes), else from the environment: ``MEMDIR_ANTHROPIC_API_KEY``,
+    then the SDK's own ``ANTHROPIC_API_KEY`` or ``ANTHROPIC_AUTH_TOKEN``. Such a client
+    reaches Anthropic's own API, so a model retired there on ``today`` (default: the
+    current date) is refused with a :class:`~memdir.errors.UsageError` naming its
+    replacement; a caller's client or factory may reach a platform that still serves it,
+    and is left to decide.
     """
 
     def __init__(
@@ -213,27 +229,40 @@ class AnthropicModel(ClientPerLoop["AsyncAnthropic"]):
         client: AsyncAnthropic | None = None,
         client_factory: Callable[[], AsyncAnthropic] | None = None,
         api_key: str | None = None,
+        auth_token: str | None = None,
         base_url: str | None = None,
         timeout: float = 600.0,
         retry: RetryPolicy | None = None,
+        today: datetime.date | None = None,
     ) -> None:
         if not model:
-            raise UsageError("AnthropicModel needs a model name, e.g. 'claude-sonnet-4-5'")
+            raise UsageError("AnthropicModel needs a model name, e.g. 'claude-sonnet-5-5'")
+        if api_key is not None and auth_token is not None:
+            raise UsageError("AnthropicModel takes api_key or auth_token, not both")
         self.model = model
         self.retry = retry or RetryPolicy()
         factory: Callable[[], AsyncAnthropic] | None = client_factory
         if client is None and factory is not None:
             client = factory()
         elif client is None:
+            check_not_retired(model, today=today)
             try:
                 from anthropic import AsyncAnthropic
             except ImportError as exc:
                 raise MissingExtraError("AnthropicModel", "anthropic", one_line(exc)) from exc
+            if api_key is None and auth_token is None:
+                # Passed explicitly, it keeps the SDK from reading (and sending) the
+                # host's ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN instead.
+                api_key = os.environ.get(MEMDIR_ANTHROPIC_API_KEY_ENV) or None
 
             def factory() -> AsyncAnthropic:
                 # Retries are ours (the policy above), so the client makes one attempt.
                 return AsyncAnthropic(
-                    api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+                    api_key=api_key,
+                    auth_token=auth_token,
+                    base_url=base_url,
+                    timeout=timeout,
+                    max_retries=0,
                 )
 
             client = factory()

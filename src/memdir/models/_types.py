@@ -119,7 +119,7 @@ class Model(Protocol):
 
     @property
     def name(self) -> str:
-        """A spec naming the provider and model, such as ``anthropic:claude-sonnet-4-5``."""
+        """A spec naming the provider and model, such as ``anthropic:claude-sonnet-5-5``."""
         ...
 
     async def request(self, request: ModelRequest) -> ModelResponse:

@@ -5,10 +5,16 @@
 - :func:`memory_reminder` / :func:`memory_reminder_message`: the ``MEMORY.md`` index in
   a ``<system-reminder>``, for a user message at the start of a conversation.
 - :func:`select_relevant_memories`: the few memory files that help with a query, chosen
-  by a model or by a lexical ranking, read up to a cap and framed with their age;
-  :class:`SurfaceBudget` caps how much one session surfaces.
+  by a model (the memory list first, as a cached prefix; a JSON-schema answer) or by a
+  lexical ranking, read up to a cap and framed as possibly relevant, with their path and
+  age; :class:`SurfaceBudget` caps how much one session surfaces and holds the
+  selector's conversation.
+- :func:`memory_stamp` / :func:`memory_change_notice`: a stamp of the memory folder taken
+  when a conversation loads memory, and the note telling the model, at a later request,
+  that memory changed since and its loaded copy of ``MEMORY.md`` is stale.
 """
 
+from memdir.recall._changes import MemoryStamp, memory_change_notice, memory_stamp
 from memdir.recall._prompt import (
     MemoryDirLike,
     memory_prompt,
@@ -16,7 +22,10 @@ from memdir.recall._prompt import (
     memory_reminder_message,
 )
 from memdir.recall._select import (
+    DEFAULT_SELECTOR_MODEL,
     MAX_SURFACED,
+    SELECTION_SCHEMA,
+    SELECTOR_MAX_TOKENS,
     SESSION_SURFACE_BUDGET,
     SURFACE_MAX_BYTES,
     SURFACE_MAX_LINES,
@@ -26,15 +35,21 @@ from memdir.recall._select import (
 )
 
 __all__ = [
+    "DEFAULT_SELECTOR_MODEL",
     "MAX_SURFACED",
+    "SELECTION_SCHEMA",
+    "SELECTOR_MAX_TOKENS",
     "SESSION_SURFACE_BUDGET",
     "SURFACE_MAX_BYTES",
     "SURFACE_MAX_LINES",
     "MemoryDirLike",
+    "MemoryStamp",
     "SurfaceBudget",
     "SurfacedMemory",
+    "memory_change_notice",
     "memory_prompt",
     "memory_reminder",
     "memory_reminder_message",
+    "memory_stamp",
     "select_relevant_memories",
 ]

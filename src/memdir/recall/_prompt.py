@@ -310,7 +310,7 @@ def _load_index(path: Path) -> str:
     cleaned = strip_entrypoint_noise(raw)
     if not cleaned.strip():
         return ""
-    return truncate_entrypoint(cleaned).content
+    return truncate_entrypoint(cleaned, path).content
 
 
 def _wrap(text: str) -> str:

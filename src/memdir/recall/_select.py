@@ -1,15 +1,24 @@
 """Relevant-memory surfacing: pick the few memory files that help with a query, and render them.
 
-Claude Code asks a small model to choose from the manifest; without a model we rank the
-files lexically (BM25), which needs no network and gives the same answer every time. The
-chosen files are read only up to a small cap and framed with a header saying how old they
-are, because a memory is an observation from one moment, not a fact about the present.
+Claude Code asks a side model to choose from the manifest; without a model we rank the
+files lexically (BM25), which needs no network and gives the same answer every time.
+
+The selector's request is a conversation that a session extends, as Claude Code's is: the
+list of memories comes first, in a message of its own that ends a cached prefix, and each
+query follows as a new user message after the earlier queries and answers, so a later
+query pays only for what is new. The answer is structured output (a JSON schema) where the
+provider takes one, and read leniently where it does not.
+
+The chosen files are read only up to a small cap, framed as possibly relevant (to use
+only if they apply), and headed with their path and age, because a memory is an
+observation from one moment, not a fact about the present.
 """
 
 from __future__ import annotations
 
 import asyncio
 import codecs
+import dataclasses
 import json
 import logging
 import math
@@ -23,7 +32,7 @@ from typing import Any
 
 from memdir.errors import ModelError, UsageError, one_line
 from memdir.messages import Message
-from memdir.models import Model, ModelRequest
+from memdir.models import Model, ModelRequest, OfflineModel
 from memdir.recall._prompt import MemoryDirLike, as_memory_dir
 from memdir.store import (
     MemoryHeader,
@@ -35,7 +44,10 @@ from memdir.store import (
 )
 
 __all__ = [
+    "DEFAULT_SELECTOR_MODEL",
     "MAX_SURFACED",
+    "SELECTION_SCHEMA",
+    "SELECTOR_MAX_TOKENS",
     "SESSION_SURFACE_BUDGET",
     "SURFACE_MAX_BYTES",
     "SURFACE_MAX_LINES",
@@ -54,8 +66,22 @@ SURFACE_MAX_BYTES = 4096
 # 60 KiB: Claude Code's MAX_SESSION_BYTES, the surfaced bytes after which it stops.
 SESSION_SURFACE_BUDGET = 60 * 1024
 
-# 256: the selector's max_tokens in Claude Code; a list of five filenames fits easily.
-_SELECTOR_MAX_TOKENS = 256
+# 2,560: the selector's max_tokens in Claude Code 2.1.332 (512 for the answer, 2,048 more
+# for a model that thinks first).
+SELECTOR_MAX_TOKENS = 2560
+# The side model Claude Code 2.1.332 sends its selector requests to. A constant of its
+# own until the one model table (memdir.cost) names a side model.
+DEFAULT_SELECTOR_MODEL = "claude-sonnet-5-5"
+# The answer's shape, as Claude Code 2.1.332 asks for it.
+SELECTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"selected_memories": {"type": "array", "items": {"type": "string"}}},
+    "required": ["selected_memories"],
+    "additionalProperties": False,
+}
+# A session's selector conversation past this many exchanges drops its older half: one
+# cache miss then, instead of a prefix that grows without end.
+_MAX_EXCHANGES = 64
 # BM25's usual constants: term-frequency saturation and document-length normalisation.
 _BM25_K1 = 1.2
 _BM25_B = 0.75
@@ -72,6 +98,8 @@ _STOP_WORDS = frozenset(
 )
 _WORD = re.compile(r"[a-z0-9]+")
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+# The "[type] " tag the memory list puts before each filename.
+_TYPE_TAG = re.compile(r"^\[[a-z]+\]\s+")
 
 
 @dataclass(kw_only=True)
@@ -79,8 +107,10 @@ class SurfaceBudget:
     """How much memory one session has surfaced so far; keep one per session.
 
     Surfacing stops once :attr:`used` reaches :attr:`limit_bytes`, and files already in
-    :attr:`surfaced` are not offered again. Call :meth:`reset` after a compaction: the
-    messages that carried the surfaced memories are gone, so the room is free again.
+    :attr:`surfaced` are not surfaced again. The selector's conversation lives here too
+    (:attr:`exchanges`), so each query of the session extends the same cached prefix.
+    Call :meth:`reset` after a compaction: the messages that carried the surfaced
+    memories are gone, so the room is free again.
     """
 
     limit_bytes: int = SESSION_SURFACE_BUDGET
@@ -89,6 +119,9 @@ class SurfaceBudget:
     """Bytes surfaced so far."""
     surfaced: set[str] = field(default_factory=set)
     """Filenames (relative to the memory directory) surfaced so far."""
+    exchanges: list[tuple[str, str]] = field(default_factory=list)
+    """The selector's conversation so far: each query message sent and the answer it
+    got, oldest first. Sent again before the next query, after the memory list."""
 
     @property
     def exhausted(self) -> bool:
@@ -101,9 +134,11 @@ class SurfaceBudget:
         self.surfaced.add(memory.filename)
 
     def reset(self) -> None:
-        """Forget everything surfaced so far (after a compaction)."""
+        """Forget everything surfaced so far (after a compaction), and the selector's
+        conversation with it: what it was told not to pick again may be picked now."""
         self.used = 0
         self.surfaced.clear()
+        self.exchanges.clear()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,7 +156,8 @@ class SurfacedMemory:
     """The file's text, cut to :data:`SURFACE_MAX_LINES` lines and
     :data:`SURFACE_MAX_BYTES` bytes, with a note pointing to the Read tool when cut."""
     text: str
-    """``header`` and ``content`` inside a ``<system-reminder>`` block."""
+    """A line saying the memory was recalled as possibly relevant (to use only if it
+    applies), then ``header`` and ``content``, inside a ``<system-reminder>`` block."""
 
     def message(self) -> Message:
         """:attr:`text` as a user message marked ``is_meta`` (written by the harness)."""
@@ -146,14 +182,21 @@ async def select_relevant_memories(
 
     Candidates are the scanned memory files minus ``already_surfaced`` (filenames
     relative to the memory directory, or absolute paths) and minus what ``budget`` has
-    recorded. With a ``model``, one small request asks it to choose from the manifest
-    (``recent_tools``, when given, lets it skip usage notes for tools that just worked);
-    any failure — a :class:`~memdir.errors.ModelError`, an answer that is not the
+    recorded. With a ``model``, one request asks it to choose (the model of Claude Code's
+    own selector is :data:`DEFAULT_SELECTOR_MODEL`): the list of every memory file comes
+    first, as a message of its own ending a cached prefix — the files already surfaced
+    stay in it, so it is the same bytes from one query to the next, and the model is told
+    not to pick them again (what it picks anyway is dropped). With a ``budget`` the
+    session's earlier queries and answers follow the list, and this query comes last
+    (``recent_tools``, when given, lets it skip usage notes for tools that just worked).
+    The answer is asked for as structured output (``output_config`` on Anthropic,
+    ``response_format`` on an OpenAI-compatible server) and read leniently from text
+    too. Any failure — a :class:`~memdir.errors.ModelError`, an answer that is not the
     expected JSON — gives ``[]``, since surfacing is a hint and must never break a turn;
     with ``strict`` it raises :class:`~memdir.errors.ModelError` instead (for a person who
-    asked and should learn that the model failed). Without a model the files are ranked
-    by BM25 over name, description and body, and only those sharing a word with the query
-    qualify.
+    asked and should learn that the model failed). Without a model (or with the offline
+    one, which cannot choose) the files are ranked by BM25 over name, description and
+    body, and only those sharing a word with the query qualify.
 
     A query with no whitespace (a single word, ``"continue"``, ``"yes"``) surfaces
     nothing, as in Claude Code: it carries too little to choose by in the middle of a
@@ -187,8 +230,19 @@ async def select_relevant_memories(
     if not candidates:
         return []
 
+    if isinstance(model, OfflineModel):
+        model = None  # the rule-based engine saves memories; it cannot choose them
     if model is not None:
-        chosen = await _ask_model(model, query, candidates, limit, recent_tools, strict=strict)
+        chosen = await _ask_model(
+            model,
+            query,
+            headers,
+            candidates,
+            limit,
+            recent_tools,
+            budget.exchanges if budget is not None else None,
+            strict=strict,
+        )
     else:
         chosen = await asyncio.to_thread(_rank_bm25, query, candidates, limit)
 
@@ -239,41 +293,100 @@ def _link_targets(candidates: Sequence[MemoryHeader]) -> dict[str, MemoryHeader]
 # --- choosing with a model ---------------------------------------------------------------
 
 _SELECTOR_SYSTEM = """\
-You choose which saved memories would help an AI assistant with a user's query. You get \
-the query and a list of memory files, one per line with its filename, date and a short \
-description.
+You pick the saved memories that will help an AI coding assistant with a user's request. \
+The first message lists the memory files, one per line: its type in brackets, its \
+filename, when it was last saved, and what it is about. Every later message holds one \
+request.
 
-Answer with JSON only, in this shape: {{"selected_memories": ["file.md", ...]}}
-
-- Choose at most {limit} filenames, and only those that are clearly useful for this query. \
-When in doubt, leave a file out. An empty list is a perfectly good answer.
+For each request, name the files that will clearly help the assistant with it, at most \
+{limit}. Judge by each file's name and description, and name a file only when you are \
+sure it helps.
+- When you are not sure about a file, leave it out. If nothing clearly helps, an empty \
+list is the right answer.
+- Be most sparing with [user] and [project] memories. They tell what the user is busy \
+with in general, not what each request is about: a profile saying the user tunes \
+database queries does not fit a request that merely uses the word "query". Decide by \
+the subject of the request, never by words it happens to share with the user's \
+profile or projects.
+- Do not name a file again that you named for an earlier request in this \
+conversation: the assistant has it already.
+- If the request lists tools used just now, leave out memories that only explain how \
+to use those tools (they are working), but keep memories that warn about their \
+pitfalls or known problems.
 - Use the filenames exactly as listed.
-- If recently used tools are listed, skip memories that only explain how to use those \
-tools (they are working already), but do keep memories that warn about their pitfalls or \
-known problems."""
+
+Answer with a JSON object only: {{"selected_memories": ["<filename>", ...]}}"""
+
+_LIST_HEAD = "Memory files:"
+_QUERY_HEAD = "Which memories will help with this request?"
+
+
+def _selector_params(model: Model) -> dict[str, Any]:
+    """The selector's request parameters for ``model``: ``max_tokens`` and the answer's
+    JSON schema, in the shape its provider takes (``response_format`` for an
+    OpenAI-compatible server, else Anthropic's ``output_config``)."""
+    if model.name.startswith("openai:"):
+        return {
+            "max_tokens": SELECTOR_MAX_TOKENS,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "memory_selection",
+                    "schema": SELECTION_SCHEMA,
+                    "strict": True,
+                },
+            },
+        }
+    return {
+        "max_tokens": SELECTOR_MAX_TOKENS,
+        "output_config": {"format": {"type": "json_schema", "schema": SELECTION_SCHEMA}},
+    }
 
 
 async def _ask_model(
     model: Model,
     query: str,
+    listed: Sequence[MemoryHeader],
     candidates: Sequence[MemoryHeader],
     limit: int,
     recent_tools: Sequence[str],
+    exchanges: list[tuple[str, str]] | None,
     *,
     strict: bool = False,
 ) -> list[MemoryHeader]:
     """The candidates ``model`` picks for ``query``, in its order; ``[]`` on any failure,
-    or with ``strict`` a :class:`~memdir.errors.ModelError` saying what failed."""
-    prompt = f"Query: {query}\n\nAvailable memories:\n{format_manifest(candidates)}"
+    or with ``strict`` a :class:`~memdir.errors.ModelError` saying what failed.
+
+    ``listed`` is every memory file (the cached list), ``candidates`` those that may be
+    surfaced now. ``exchanges`` is the session's selector conversation: it is sent after
+    the list and grows by this query and its answer when the answer is usable.
+    """
+    asked = f"{_QUERY_HEAD}\n{query}"
     if recent_tools:
-        prompt += f"\n\nRecently used tools: {', '.join(recent_tools)}"
+        asked += f"\n\nTools used just now: {', '.join(recent_tools)}"
+    history = exchanges if exchanges is not None else []
+    messages = [Message.user(f"{_LIST_HEAD}\n{format_manifest(listed)}")]
+    for sent, answer in history:
+        messages += [Message.user(sent), Message.assistant(answer)]
+    messages.append(Message.user(asked))
     request = ModelRequest(
         system=_SELECTOR_SYSTEM.format(limit=limit),
-        messages=[Message.user(prompt)],
-        params={"max_tokens": _SELECTOR_MAX_TOKENS},
+        messages=messages,
+        params=_selector_params(model),
+        # The list ends a cached prefix of its own; the last message always ends one, so
+        # the next query of the session reads everything before it from the cache.
+        cache_points=(0,),
     )
     try:
-        response = await model.request(request)
+        try:
+            response = await model.request(request)
+        except ModelError as exc:
+            if exc.status != 400:
+                raise
+            # A server that refuses structured output (an older gateway, a local model)
+            # is asked once more without it: the instructions ask for the JSON anyway.
+            plain = {"max_tokens": SELECTOR_MAX_TOKENS}
+            response = await model.request(dataclasses.replace(request, params=plain))
     except Exception as exc:
         if strict:
             if isinstance(exc, ModelError):
@@ -282,7 +395,8 @@ async def _ask_model(
         # Whatever the provider raises, the turn goes on without surfaced memories.
         _log.debug("memory selection failed: %s: %s", type(exc).__name__, exc)
         return []
-    names = _parse_selection(response.message.text)
+    answer = response.message.text
+    names = _parse_selection(answer)
     if names is None:
         if strict:
             raise ModelError(
@@ -291,10 +405,16 @@ async def _ask_model(
             )
         _log.debug("memory selection answer was not the expected JSON")
         return []
+    if exchanges is not None:
+        if len(exchanges) >= _MAX_EXCHANGES:
+            del exchanges[: _MAX_EXCHANGES // 2]
+        exchanges.append((asked, answer))
     by_name = {h.filename: h for h in candidates}
     chosen: list[MemoryHeader] = []
     for name in names:
-        header = by_name.pop(name, None)  # pop: a name given twice counts once
+        # A model that copies the list's "[type] " tag along with the name still means
+        # the file; pop: a name given twice counts once; a file surfaced before is gone.
+        header = by_name.pop(_TYPE_TAG.sub("", name.strip()), None)
         if header is not None:
             chosen.append(header)
     return chosen[:limit]
@@ -410,18 +530,28 @@ def _surface(header: MemoryHeader, now: float) -> SurfacedMemory | None:
         path=header.path,
         header=head,
         content=content,
-        text=f"<system-reminder>\n{head}\n\n{content}\n</system-reminder>",
+        text=f"<system-reminder>\n{_FRAMING}\n\n{head}\n\n{content}\n</system-reminder>",
     )
 
 
+# Said of every surfaced memory: chosen by a guess at relevance, so the main agent is
+# told to weigh it, not to follow it.
+_FRAMING = (
+    "Recalled from memory as possibly relevant to this request. Use it only if it really "
+    "bears on what the user asked; otherwise leave it aside."
+)
+
+
 def _header(header: MemoryHeader, now: float) -> str:
+    """``Memory: <path> (saved …):``, after a caution when the memory is older than a day."""
     days = max(0, math.floor((now - header.mtime) / _DAY_SECONDS))
-    if days > 1:
-        return (
-            f"This memory is {days} days old. Memories are observations from one point in "
-            "time, not live state: what it says about code, files or behaviour may have "
-            "changed since, so verify it against the current state before presenting it as "
-            f"fact.\n\nMemory: {header.path}:"
-        )
-    when = "today" if days == 0 else "yesterday"
-    return f"Memory (saved {when}): {header.path}:"
+    when = "today" if days == 0 else "yesterday" if days == 1 else f"{days} days ago"
+    line = f"Memory: {header.path} (saved {when}):"
+    if days <= 1:
+        return line
+    return (
+        f"This memory is {days} days old. A memory records what was true when it was "
+        "saved, not how things are now: what it says about code, files or behaviour may "
+        "have changed since, so check it against the current state before you present "
+        f"it as fact.\n\n{line}"
+    )

@@ -2,12 +2,14 @@
 
 The index is loaded into every conversation, so it is capped. The caps and the order in
 which they apply are Claude Code's: lines first, then characters (cut at a line end
-where possible), then one warning line that says which cap fired, so the model knows it
-is seeing part of the index and why.
+where possible), then one warning line, as Claude Code 2.1.332 writes one: which cap
+fired, how many lines were left out and from which line, and where to read them, so the
+model knows it is seeing part of the index and can fetch the rest.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -26,6 +28,10 @@ ENTRYPOINT_NAME = "MEMORY.md"
 # 200 lines / 25,000 chars: the caps Claude Code applies when it loads MEMORY.md.
 MAX_ENTRYPOINT_LINES = 200
 MAX_ENTRYPOINT_CHARS = 25_000
+
+# 80 characters: how much of the first line left out the warning quotes, so the model
+# can find where the rest starts.
+_PREVIEW_CHARS = 80
 
 # Non-greedy, so two comments on one line do not swallow the text between them.
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
@@ -54,14 +60,16 @@ class EntrypointContent:
     """Whether the input had more than :data:`MAX_ENTRYPOINT_CHARS` characters."""
 
 
-def truncate_entrypoint(text: str) -> EntrypointContent:
+def truncate_entrypoint(text: str, path: str | os.PathLike[str] | None = None) -> EntrypointContent:
     """Apply the index's line and character caps to ``text``.
 
     The text is trimmed first. Within both caps it is returned as is. Otherwise the first
     :data:`MAX_ENTRYPOINT_LINES` lines are kept; if those are still longer than
     :data:`MAX_ENTRYPOINT_CHARS`, they are cut at the last newline within the limit (or
-    at the limit itself when there is none). A blank line and a warning naming the cap
-    that fired follow.
+    at the limit itself when there is none). A blank line and a one-line warning follow:
+    the cap that fired, how many lines were left out from which line (quoting its start),
+    and where to read them: ``path``, the index file, when given (else its name). Line
+    numbers count the trimmed text.
     """
     trimmed = text.strip()
     lines = trimmed.split("\n")
@@ -86,18 +94,12 @@ def truncate_entrypoint(text: str) -> EntrypointContent:
         cut = kept.rfind("\n", 0, MAX_ENTRYPOINT_CHARS + 1)
         kept = kept[:cut] if cut > 0 else kept[:MAX_ENTRYPOINT_CHARS]
 
-    reasons = []
-    if over_lines:
-        reasons.append(f"{line_count} lines (limit: {MAX_ENTRYPOINT_LINES})")
-    if over_chars:
-        reasons.append(
-            f"{_format_size(char_count)} (limit: {_format_size(MAX_ENTRYPOINT_CHARS)})"
-            " — index entries are too long"
-        )
+    where = str(path) if path is not None else ENTRYPOINT_NAME
     warning = (
-        f"> WARNING: {ENTRYPOINT_NAME} is {' and '.join(reasons)}. Only part of it was"
-        " loaded. Keep index entries to one line under ~200 chars; move detail into"
-        " topic files."
+        f"> WARNING: {ENTRYPOINT_NAME} {_oversize(line_count, char_count, over_lines, over_chars)},"
+        f" so only part of it was loaded: {_left_out(trimmed, kept, line_count)}."
+        f" Read {where} for the rest, and keep the index short: one line of under ~200"
+        " characters per entry, with the details in the topic files."
     )
     return EntrypointContent(
         content=f"{kept}\n\n{warning}",
@@ -106,6 +108,36 @@ def truncate_entrypoint(text: str) -> EntrypointContent:
         was_line_truncated=over_lines,
         was_byte_truncated=over_chars,
     )
+
+
+def _oversize(line_count: int, char_count: int, over_lines: bool, over_chars: bool) -> str:
+    """Which cap the index passed: ``has 300 lines, over the 200-line limit`` and so on."""
+    size = _format_size(char_count)
+    limit = _format_size(MAX_ENTRYPOINT_CHARS)
+    if over_lines and over_chars:
+        return (
+            f"has {line_count} lines and is {size}, over the {MAX_ENTRYPOINT_LINES}-line and"
+            f" {limit} limits (its entries are too long)"
+        )
+    if over_lines:
+        return f"has {line_count} lines, over the {MAX_ENTRYPOINT_LINES}-line limit"
+    return f"is {size}, over the {limit} limit (its entries are too long)"
+
+
+def _left_out(trimmed: str, kept: str, line_count: int) -> str:
+    """What the caps left out of ``trimmed``, which starts with ``kept``: how many lines,
+    from which line, quoting its start; or the rest of line 1 when it was cut itself."""
+    if trimmed[len(kept) : len(kept) + 1] != "\n":
+        return f"everything after the first {len(kept)} characters of line 1 was left out"
+    kept_lines = kept.count("\n") + 1
+    rest = trimmed[len(kept) + 1 :]
+    first = rest.split("\n", 1)[0].strip()
+    if len(first) > _PREVIEW_CHARS:
+        first = first[: _PREVIEW_CHARS - 1].rstrip() + "…"
+    quoted = f' ("{first}")' if first else ""
+    cut = line_count - kept_lines
+    verb = "was" if cut == 1 else "were"
+    return f"{cut} of its {line_count} lines {verb} left out, from line {kept_lines + 1}{quoted} on"
 
 
 def strip_entrypoint_noise(text: str) -> str:

@@ -15,16 +15,20 @@ are those of Claude Code 2.1.332, each checked against that build:
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 import re
 import stat
-import sys
 import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 
+from memdir._claude_settings import (
+    claude_config_home,
+    home_dir,
+    managed_settings_files,
+    read_settings,
+)
 from memdir.errors import UsageError
 
 __all__ = [
@@ -124,37 +128,6 @@ def _js_normalize(path: str) -> str:
 def _js_resolve(base: str, path: str) -> str:
     """Node's ``path.resolve(base, path)`` for an absolute ``base``: no symlinks followed."""
     return _js_normalize(path if path.startswith("/") else f"{base}/{path}")
-
-
-def _home_dir(env: Mapping[str, str]) -> str:
-    """The home directory as Node's ``os.homedir`` finds it in ``env``.
-
-    A non-empty ``HOME``; otherwise the password database's entry for this user.
-    """
-    home = env.get("HOME")
-    if home:
-        return home
-    try:
-        import pwd
-
-        return pwd.getpwuid(os.getuid()).pw_dir
-    except (ImportError, KeyError, OSError):
-        return os.path.expanduser("~")
-
-
-def claude_config_home(env: Mapping[str, str] | None = None) -> Path:
-    """Claude Code's configuration home: ``$CLAUDE_CONFIG_DIR``, else ``<HOME>/.claude``.
-
-    ``$CLAUDE_CONFIG_DIR`` is used exactly as given (NFC-normalised, as Claude Code does):
-    ``~`` is not expanded, and a relative value is relative to the working directory of
-    the process that reads it; an empty one names that directory itself (``Path(".")``).
-    ``HOME`` comes from ``env`` (default: this process's environment).
-    """
-    env = os.environ if env is None else env
-    configured = env.get(_CONFIG_DIR_ENV)
-    if configured is not None:
-        return Path(unicodedata.normalize("NFC", configured))
-    return Path(unicodedata.normalize("NFC", posixpath.join(_home_dir(env), ".claude")))
 
 
 def _is_git_entry(dot_git: Path) -> bool:
@@ -323,20 +296,14 @@ def _settings_override(project_root: Path, config_home: Path, home: str) -> Path
     Code does read it once a folder is trusted: a cloned repository must never be able to
     point memory at, say, ``~/.ssh``.
     """
-    if sys.platform == "darwin":
-        policy = Path("/Library/Application Support/ClaudeCode/managed-settings.json")
-    else:
-        policy = Path("/etc/claude-code/managed-settings.json")
+    policy = list(reversed(managed_settings_files()))  # the last drop-in is strongest
     for source in (
-        policy,
+        *policy,
         project_root / ".claude" / "settings.local.json",
         config_home / "settings.json",
     ):
-        try:
-            settings = json.loads(source.read_text(encoding="utf-8-sig"))
-        except (OSError, UnicodeDecodeError, ValueError):
-            continue
-        value = settings.get("autoMemoryDirectory") if isinstance(settings, dict) else None
+        settings = read_settings(source)
+        value = settings.get("autoMemoryDirectory") if settings is not None else None
         if isinstance(value, str):
             return _valid_override(value, home=home)
     return None
@@ -403,7 +370,7 @@ def default_memory_dir(
     Raises :class:`~memdir.errors.UsageError` when ``$MEMDIR_DIR`` is set but unusable.
     """
     env = os.environ if env is None else env
-    home = _home_dir(env)
+    home = home_dir(env)
     explicit = env.get(MEMDIR_DIR_ENV)
     if explicit:
         chosen = _valid_override(explicit, home=home)

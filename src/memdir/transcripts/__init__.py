@@ -19,6 +19,7 @@ from memdir.transcripts._types import (
     SkippedLine,
     Transcript,
     TranscriptFormat,
+    host_model,
 )
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "SkippedLine",
     "Transcript",
     "TranscriptFormat",
+    "host_model",
     "load_transcript",
 ]
 

@@ -17,6 +17,7 @@ __all__ = [
     "SkippedLine",
     "Transcript",
     "TranscriptFormat",
+    "host_model",
 ]
 
 TranscriptFormat: TypeAlias = Literal["claude-code", "anthropic", "openai"]
@@ -200,3 +201,35 @@ class Transcript:
         if newest.cut is not None or any(s.line > newest.line for s in self.unusable_requests):
             return None
         return newest
+
+
+def host_model(transcript: Transcript) -> str | None:
+    """The model of the host's own last request in ``transcript``, as the host named it.
+
+    The newest request of the main thread that Claude Code recorded (``api-request``,
+    its ``params.model``) where there is one, else the ``model`` of the last assistant
+    message that carries one (Claude Code's ``message.model``, an Anthropic or OpenAI
+    response's ``model``). Claude Code's placeholder for answers no model wrote
+    (``<synthetic>``) and a context-size suffix (``[1m]``) are left out; None when the
+    transcript names no model.
+    """
+    for request in reversed(transcript.requests):
+        if request.is_main_thread:
+            name = _model_name(request.model)
+            if name is not None:
+                return name
+    for message in reversed(transcript.messages):
+        if message.role == "assistant" and not message.is_sidechain:
+            name = _model_name(message.extra.get("model"))
+            if name is not None:
+                return name
+    return None
+
+
+def _model_name(value: object) -> str | None:
+    if not isinstance(value, str):
+        return None
+    name = value.strip()
+    if name.endswith("]") and "[" in name:
+        name = name[: name.rindex("[")]
+    return name if name and not name.startswith("<") else None

@@ -9,7 +9,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from memdir.extract import ExtractConfig, MemoryExtractor, Notify, TurnContext
@@ -26,7 +26,13 @@ from memdir.integrations._host._requests import SentRequest, fork_params
 from memdir.messages import AnyMessage
 from memdir.models import Model, resolve_model
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
-from memdir.recall import memory_prompt, memory_reminder
+from memdir.recall import (
+    MemoryStamp,
+    memory_change_notice,
+    memory_prompt,
+    memory_reminder,
+    memory_stamp,
+)
 from memdir.store import MemoryDir, contains_secret, default_memory_dir
 from memdir.telemetry import Sink, emit
 from memdir.tools import MemoryFiles, ToolContext, ToolError
@@ -71,6 +77,15 @@ class LoadedMemory:
     index: str
     """The ``MEMORY.md`` index in a ``<system-reminder>``, as loaded when the
     conversation began."""
+    stamp: MemoryStamp | None = None
+    """The memory folder as it was when this conversation last looked (to tell when it
+    changed)."""
+    notice: str | None = None
+    """Set once after the memory folder changed: a ``<system-reminder>`` telling the
+    model that its loaded copy of the index is stale (see
+    :func:`memdir.recall.memory_change_notice`). ``instructions`` and ``index`` stay as
+    they were, for the cached prefix; an adapter adds the notice as a user message
+    (``is_meta``) before the next request and keeps it in the conversation."""
 
 
 class Sessions(Generic[S]):
@@ -252,12 +267,19 @@ class HostCore:
         """What ``conversation`` is shown of memory: read once, when it first asks, then
         the same for all its requests (blocking: reads ``MEMORY.md``; see
         :meth:`aload_memory`). None when it cannot be read: the host's request goes on
-        without it (logged), never fails for it."""
+        without it (logged), never fails for it.
+
+        Each later call compares the memory folder with how it was at the last look: the
+        first call after it changed returns the same instructions and index with a
+        :attr:`LoadedMemory.notice` for the model (once per change)."""
         with self._lock:
             loaded = self._loaded.get(conversation)
+        earlier = loaded is not None
         if loaded is None:
             config = self.config
             try:
+                # Stamped before the index is read: a save during the read is reported.
+                stamp = memory_stamp(self.memory_dir)
                 loaded = LoadedMemory(
                     instructions=memory_prompt(
                         self.memory_dir,
@@ -266,6 +288,7 @@ class HostCore:
                         format=config.memory_format,
                     ),
                     index=memory_reminder(self.memory_dir, team=config.team),
+                    stamp=stamp,
                 )
             except Exception as exc:
                 _log.warning("memdir: memory not shown: %s: %s", type(exc).__name__, exc)
@@ -275,15 +298,31 @@ class HostCore:
             self._loaded.move_to_end(conversation)
             while len(self._loaded) > self._max_conversations:
                 self._loaded.popitem(last=False)
-        return loaded
+        return self._noticed(conversation, loaded) if earlier else loaded
 
     async def aload_memory(self, conversation: str | None) -> LoadedMemory | None:
-        """:meth:`load_memory` with the first read in a worker thread."""
-        with self._lock:
-            loaded = self._loaded.get(conversation)
-        if loaded is not None:
-            return loaded
+        """:meth:`load_memory` in a worker thread (it reads the folder every time)."""
         return await asyncio.to_thread(self.load_memory, conversation)
+
+    def _noticed(self, conversation: str | None, loaded: LoadedMemory) -> LoadedMemory:
+        """``loaded``, with a notice when the memory folder changed since its stamp."""
+        if loaded.stamp is None:
+            return loaded
+        try:
+            now = memory_stamp(self.memory_dir)
+            notice = memory_change_notice(self.memory_dir, loaded.stamp, now)
+        except Exception as exc:  # a hint: the request goes on without it
+            _log.debug("memdir: memory changes not checked: %s: %s", type(exc).__name__, exc)
+            return loaded
+        if notice is None:
+            return loaded
+        updated = replace(loaded, stamp=now)
+        with self._lock:
+            if self._loaded.get(conversation) is not loaded:
+                # Another request of the conversation took this change and reports it.
+                return self._loaded.get(conversation) or loaded
+            self._loaded[conversation] = updated
+        return replace(updated, notice=notice)
 
     # --- the memory tools -----------------------------------------------------------------------
 

@@ -1,0 +1,219 @@
+"""``memdir install claude-code``, ``memdir doctor`` and ``memdir log``: set the Stop hook
+up, say what would stop memory from working, show what the hook did.
+
+The work is in :mod:`memdir._claude_setup`; these commands print it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from memdir._claude_setup import (
+    Finding,
+    HookRun,
+    SettingsChange,
+    check_credentials,
+    check_memory_folder,
+    check_model,
+    check_switches,
+    command_finding,
+    describe_change,
+    doctor_findings,
+    find_hooks,
+    hook_command,
+    hook_env,
+    hook_option,
+    install_hook,
+    memory_folder,
+    read_runs,
+    settings_path,
+    uninstall_hook,
+)
+from memdir._cli._common import EXIT_FAILED, fail, guarded, json_option, print_json
+from memdir.errors import UsageError
+
+project_option = click.option(
+    "--project",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The project Claude Code runs in (where its memory folder is keyed).",
+)
+
+
+def _echo_findings(findings: list[Finding]) -> None:
+    for finding in findings:
+        mark = "ok     " if finding.ok else click.style("PROBLEM", fg="red", bold=True)
+        click.echo(f"  {mark} {finding.check}: {finding.message}")
+
+
+@click.group("install")
+def install_group() -> None:
+    """Set memdir up in another tool."""
+
+
+@install_group.command("claude-code")
+@click.option(
+    "--scope",
+    type=click.Choice(["user", "project"]),
+    default="user",
+    show_default=True,
+    help="user: every project (<Claude config home>/settings.json, $CLAUDE_CONFIG_DIR "
+    "honoured); project: this one (.claude/settings.json in --project).",
+)
+@project_option
+@click.option("--uninstall", is_flag=True, help="Remove memdir's hook (only memdir's).")
+@click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
+@json_option
+@guarded  # a subcommand: the group's registration does not wrap it
+def install_claude_code(
+    scope: str, project: Path, uninstall: bool, dry_run: bool, as_json: bool
+) -> None:
+    """Add memdir's Stop hook to Claude Code's settings, then check that it can work.
+
+    The hook runs this memdir by its absolute path (the `memdir` script of the
+    environment it is installed in, or `python -m memdir`), so it works whatever PATH
+    Claude Code has. Running it again changes nothing; an older memdir hook is replaced,
+    not duplicated; every other setting and hook is kept. A settings file that is not a
+    JSON object is refused and left alone.
+
+    Then it checks what it can: credentials (an API key, or your Claude Code login),
+    the model, the project's memory folder, and Claude Code's switches that turn memory
+    off (autoMemoryEnabled, CLAUDE_CODE_DISABLE_AUTO_MEMORY). `memdir doctor` checks the
+    same later; `memdir log` shows what the hook did.
+    """
+    path = settings_path("project" if scope == "project" else "user", project)
+    if uninstall:
+        change = uninstall_hook(path, dry_run=dry_run)
+        if as_json:
+            print_json(_change_json(change, scope, "uninstall", []))
+        elif change.changed:
+            click.echo(f"memdir: {describe_change(change)}: memdir's Stop hook removed")
+        else:
+            click.echo(f"memdir: no memdir hook in {path}; nothing changed")
+        return
+    command = hook_command()
+    change = install_hook(path, command, dry_run=dry_run)
+    env = hook_env(project)
+    findings = [
+        command_finding(command, env),
+        check_credentials(project),
+        check_model(project, command=command),
+        check_memory_folder(project, command=command),
+        check_switches(project),
+    ]
+    if as_json:
+        print_json(_change_json(change, scope, "install", findings))
+        return
+    click.echo(f"memdir: {describe_change(change)}")
+    click.echo(f"  Stop hook: {command}")
+    _echo_findings(findings)
+    problems = sum(not f.ok for f in findings)
+    if dry_run:
+        click.echo("Dry run: nothing written.")
+    elif problems:
+        click.echo(f"Installed, but {problems} problem(s) above would stop memory from working.")
+    else:
+        click.echo("Installed: Claude Code saves memories after each answer.")
+
+
+def _change_json(
+    change: SettingsChange, scope: str, action: str, findings: list[Finding]
+) -> dict[str, object]:
+    return {
+        "action": action,
+        "scope": scope,
+        "settings": str(change.path),
+        "command": change.command,
+        "changed": change.changed,
+        "written": change.written,
+        "findings": [f.as_json() for f in findings],
+        "ok": all(f.ok for f in findings),
+    }
+
+
+@click.command("doctor")
+@project_option
+@json_option
+def doctor_command(project: Path, as_json: bool) -> None:
+    """Check whether Claude Code would save memories for a project.
+
+    Reads, never writes: the Stop hook (installed, and its program there to run),
+    credentials, the model, the memory folder (and that it can be written), Claude
+    Code's switches that turn memory off, and how the hook's last run went. Exits 0 when
+    memory would work, 1 with a PROBLEM line for each thing that stops it.
+    """
+    findings = doctor_findings(project)
+    ok = all(f.ok for f in findings)
+    if as_json:
+        print_json({"ok": ok, "findings": [f.as_json() for f in findings]})
+    else:
+        click.echo(f"memdir doctor: {os.path.abspath(project)}")
+        _echo_findings(findings)
+    if not ok:
+        sys.exit(EXIT_FAILED)
+
+
+@click.command("log")
+@click.option(
+    "--memory-dir",
+    type=click.Path(path_type=Path),
+    help="The memory folder (default: the one the hook uses for --project).",
+)
+@project_option
+@click.option(
+    "-n",
+    "--runs",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="How many of the latest runs to show.",
+)
+@click.option("--failed", is_flag=True, help="Only the runs that failed.")
+@json_option
+def log_command(
+    memory_dir: Path | None, project: Path, runs: int, failed: bool, as_json: bool
+) -> None:
+    """Show the Claude Code hook's recent runs, and why any failed.
+
+    Each run is one line: its time, OK, FAILED, OFF (Claude Code's memory was switched
+    off) or UNFINISHED (still running, or stopped before it said), and what it did or
+    why it failed; the run's own log lines follow, indented. The log is
+    .memdir/hook.log in the memory folder.
+    """
+    if memory_dir is None:
+        hooks = find_hooks(project)
+        command = hooks[0].command if hooks else None
+        chosen = hook_option(command, "--memory-dir") if command is not None else None
+        try:
+            memory_dir, _ = memory_folder(project, hook_env(project), chosen)
+        except UsageError as exc:
+            fail(str(exc), kind="memory_dir")
+    found = read_runs(memory_dir, None)
+    if failed:
+        found = [r for r in found if r.outcome == "failed"]
+    found = found[-runs:]
+    if as_json:
+        print_json({"memory_dir": str(memory_dir), "runs": [r.as_json() for r in found]})
+        return
+    if not found:
+        what = "failed runs" if failed else "hook runs"
+        click.echo(f"memdir: no {what} logged in {memory_dir / '.memdir' / 'hook.log'}")
+        return
+    for run in found:
+        _echo_run(run)
+
+
+_COLOURS = {"ok": "green", "failed": "red", "off": "yellow", "unfinished": "yellow"}
+
+
+def _echo_run(run: HookRun) -> None:
+    label = click.style(f"{run.outcome.upper():10}", fg=_COLOURS[run.outcome], bold=True)
+    click.echo(f"{run.started}  {label} {run.summary}")
+    if len(run.lines) > 1:
+        for line in run.lines:
+            click.echo(f"    {line.partition(' ')[2]}")
