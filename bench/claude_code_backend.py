@@ -65,7 +65,7 @@ def side(name: str, turns: int, root: Path) -> dict[str, Any]:
         settings = hook_settings()
     else:
         env_extra = {"PYTHONPATH": SRC}
-        settings = hook_settings("--model", "anthropic:claude-sonnet-4-5", "--mode", "standalone")
+        settings = hook_settings("--model", "anthropic:claude-sonnet-5-5", "--mode", "standalone")
     per_turn: list[dict[str, int]] = []
     session: str | None = None
     started = time.perf_counter()
