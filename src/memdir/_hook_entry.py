@@ -11,6 +11,7 @@ to ``.memdir/hook.log`` in the memory folder.
 from __future__ import annotations
 
 import contextlib
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -128,7 +129,8 @@ def _exe_of(pid: str) -> str | None:
     itself, or, when it runs on Node or Bun, the script it was started with."""
     try:
         exe = os.readlink(f"/proc/{pid}/exe")
-        argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")  # noqa: SIM115
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            argv = cmdline.read().split(b"\0")
     except (OSError, ValueError):
         return None
     if "claude" in os.path.basename(exe):
@@ -137,9 +139,18 @@ def _exe_of(pid: str) -> str | None:
     return script if script and os.path.isabs(script) else None
 
 
+def _sdk_spec() -> importlib.machinery.ModuleSpec | None:
+    """claude-agent-sdk's module spec, found without importing it; None when it is not
+    installed (or cannot be looked up: the hook must not fail on it)."""
+    try:
+        return importlib.util.find_spec("claude_agent_sdk")
+    except (ImportError, ValueError):
+        return None
+
+
 def _bundled_cli() -> str | None:
     """The CLI bundled with claude-agent-sdk, found without importing the SDK."""
-    spec = importlib.util.find_spec("claude_agent_sdk")
+    spec = _sdk_spec()
     if spec is None or not spec.submodule_search_locations:
         return None
     name = "claude.exe" if sys.platform == "win32" else "claude"
@@ -169,7 +180,7 @@ def choose_backend(options: HookOptions, env: Mapping[str, str]) -> Backend:
         return Backend("model")
     if any(env.get(name) for name in API_KEY_VARS):
         return Backend("api")
-    if importlib.util.find_spec("claude_agent_sdk") is None:
+    if _sdk_spec() is None:
         return Backend(
             "none",
             reason="no API key in the environment, and claude-agent-sdk (which runs the "

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import memdir
-from memdir._hook_entry import FORK_ENV, HookOptions, choose_backend
+from memdir._hook_entry import FORK_ENV, HookOptions, choose_backend, find_claude_code
 from memdir.messages import Message, ToolUseBlock
 from memdir.state import StateFile
 from memdir.store import MemoryDir
@@ -396,3 +396,55 @@ def test_a_key_in_the_environment_alone_takes_the_api_path(
         assert "secret-123" in sent
     assert "offline" not in log.getvalue()
     assert "1 run(s) (standalone)" in log.getvalue(), log.getvalue()
+
+
+def test_claude_code_shows_the_user_why_no_memory_was_saved(
+    claude_cli: ClaudeCli, tmp_path: Path
+) -> None:
+    # No API key, and an environment where claude-agent-sdk is not installed (a
+    # sitecustomize hides it): the hook cannot run the memory agent anywhere. Claude Code
+    # shows the hook's one line; nothing is sent for memory and nothing is saved.
+    hide = tmp_path / "no-sdk"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['claude_agent_sdk'] = None\n")
+    log_in(claude_cli)
+    run = claude_cli.run(
+        "I'm Ana, I lead the data platform team.",
+        replies=["Noted, Ana."],
+        settings=hook_settings(),
+        env_extra={**NO_KEYS, "PYTHONPATH": os.pathsep.join([str(hide), SRC])},
+    )
+    assert run.transcript is not None
+    wait_for_workers(str(run.transcript))
+    shown = [
+        entry["attachment"]["content"]
+        for entry in map(json.loads, run.transcript.read_text().splitlines())
+        if entry.get("type") == "attachment"
+        and entry.get("attachment", {}).get("type") == "hook_system_message"
+    ]
+    assert len(shown) == 1, shown
+    assert shown[0].startswith("memdir saved no memories: ")
+    assert "claude-agent-sdk" in shown[0]
+    assert not any(is_memory_request(r.body) for r in run.requests)
+    assert run.memory_dir is not None
+    assert MemoryDir(run.memory_dir).scan() == []
+    log = (run.memory_dir / ".memdir" / "hook.log").read_text()
+    assert "extraction not started: no API key in the environment" in log, log
+
+
+def test_the_hook_runs_the_claude_code_that_ran_it(tmp_path: Path) -> None:
+    # Claude Code gives its hooks CLAUDE_PID: that process's executable comes before any
+    # `claude` on PATH or the SDK's bundled CLI.
+    import shutil
+
+    own = tmp_path / "bin" / "claude"
+    own.parent.mkdir()
+    shutil.copy("/bin/sleep", own)
+    with subprocess.Popen([str(own), "60"]) as running:
+        try:
+            env = {"CLAUDE_PID": str(running.pid), "PATH": ""}
+            assert find_claude_code(env) == str(own)
+            chosen = choose_backend(HookOptions(), env)
+            assert (chosen.kind, chosen.claude_path) == ("claude-code", str(own))
+        finally:
+            running.kill()
