@@ -27,6 +27,7 @@ one cursor per session in the memory folder's state file).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -35,7 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memdir._cli._run import TranscriptReport, completed_turn_ends, session_of
+from memdir._cli._run import (
+    _RUN_LOCK,
+    _RUN_LOCK_TIMEOUT,
+    TranscriptReport,
+    completed_turn_ends,
+    session_of,
+)
 from memdir._hook_entry import FORK_ENV
 from memdir.errors import MemdirError, one_line
 from memdir.extract._coordinator import wrote_memory
@@ -360,7 +367,33 @@ async def extract_through_claude_code(
     default the session's): one fork covering them all, then the cursor moves to the
     last message. A failed fork leaves the cursor, so the messages are tried again next
     time; the report counts it in ``errors`` with the reason.
+
+    Runs on one memory folder take turns with each other and with memdir's other runs
+    (the same lock as :func:`memdir._cli._run.extract_transcript`): each reads the cursor
+    and the memory files and writes them back, and two at once would miss each other's.
     """
+    await asyncio.to_thread(memory.ensure)
+    lock = memory.lock(_RUN_LOCK, timeout=_RUN_LOCK_TIMEOUT)
+    await asyncio.to_thread(lock.__enter__)  # waiting for another run: off the loop
+    try:
+        return await _extract_locked(
+            transcript, memory, cli_path=cli_path, cwd=cwd, env=env, max_turns=max_turns, sink=sink
+        )
+    finally:
+        lock.__exit__(None, None, None)
+
+
+async def _extract_locked(
+    transcript: Transcript,
+    memory: MemoryDir,
+    *,
+    cli_path: str,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    max_turns: int = MAX_TURNS,
+    sink: Sink | None = None,
+) -> TranscriptReport:
+    """:func:`extract_through_claude_code`, its lock held."""
     states = StateFile(memory)
     session = session_of(transcript)
     saved = states.get(session)

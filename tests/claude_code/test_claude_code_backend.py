@@ -448,3 +448,31 @@ def test_the_hook_runs_the_claude_code_that_ran_it(tmp_path: Path) -> None:
             assert (chosen.kind, chosen.claude_path) == ("claude-code", str(own))
         finally:
             running.kill()
+
+
+def test_runs_on_one_memory_folder_take_turns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # While another run holds the memory folder's extraction lock, the Claude Code run
+    # waits for it (here: gives up at once), as memdir's other runs do.
+    import asyncio
+
+    from memdir import _claude_code_backend
+    from memdir.errors import StoreError
+    from memdir.transcripts import load_transcript
+    from tests.cli.conftest import TURNS, write_session
+
+    monkeypatch.setattr(_claude_code_backend, "_RUN_LOCK_TIMEOUT", 0)
+    transcript = load_transcript(write_session(tmp_path / "s.jsonl", TURNS[:1]))
+    memory = MemoryDir(tmp_path / "memory")
+    memory.ensure()
+
+    def run() -> object:
+        return asyncio.run(
+            _claude_code_backend.extract_through_claude_code(
+                transcript, memory, cli_path="/nonexistent/claude"
+            )
+        )
+
+    with memory.lock("extraction"), pytest.raises(StoreError, match="locked"):
+        run()
