@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORK_ENV",
+    "FORK_TIMEOUT",
     "MAX_TURNS",
     "ClaudeCodeError",
     "ClaudeCodeRun",
@@ -67,6 +68,11 @@ __all__ = [
 
 MAX_TURNS = 5
 """Model requests the fork may make (DESIGN §3 ``max_turns``)."""
+
+FORK_TIMEOUT = 300.0
+"""Seconds one run inside Claude Code may take. The CLI retries an endpoint it cannot
+reach for minutes; the run holds the memory folder's lock meanwhile, so it is cut off
+(and its messages tried again next time)."""
 
 # What the CLI sets for the hooks it runs, naming the session that ran them (seen in a
 # hook's environment under 2.1.332). The fork is a session of its own: passed on, these
@@ -313,7 +319,7 @@ async def run_fork(
     result: ResultMessage | None = None
     fork_model: str | None = None
     try:
-        async with ClaudeSDKClient(options) as client:
+        async with asyncio.timeout(FORK_TIMEOUT), ClaudeSDKClient(options) as client:
             await client.query(prompt)
             async for message in client.receive_response():
                 if isinstance(message, AssistantMessage):
@@ -335,6 +341,8 @@ async def run_fork(
                     result = message
     except ClaudeSDKError as exc:
         raise ClaudeCodeError(f"Claude Code failed: {one_line(exc)}") from exc
+    except TimeoutError as exc:
+        raise ClaudeCodeError(f"Claude Code did not finish within {FORK_TIMEOUT:g}s") from exc
     if result is None:
         raise ClaudeCodeError("Claude Code ended without a result")
     # Reaching max_turns ends the run normally (DESIGN §4.10).

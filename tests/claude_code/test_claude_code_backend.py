@@ -476,3 +476,44 @@ def test_runs_on_one_memory_folder_take_turns(
 
     with memory.lock("extraction"), pytest.raises(StoreError, match="locked"):
         run()
+
+
+def test_a_run_claude_code_cannot_finish_is_cut_off_and_tried_again(
+    claude_cli: ClaudeCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Claude Code retries an endpoint it cannot use for minutes; the run holds the
+    # memory folder's lock meanwhile, so it is cut off and its messages kept for later.
+    import asyncio
+
+    from memdir import _claude_code_backend
+    from memdir.transcripts import load_transcript
+
+    monkeypatch.setattr(_claude_code_backend, "FORK_TIMEOUT", 2.0)
+    release = threading.Event()
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if not body.get("tools"):
+            return side_reply(body)
+        if is_memory_request(body):
+            release.wait(120)  # the memory run's model never answers in time
+        return "Noted, Ana."
+
+    with FakeAnthropicServer(handler=answer) as server:
+        run = claude_cli.run("I'm Ana, I lead the data platform team.", server=server)
+        assert run.transcript is not None
+        assert run.memory_dir is not None
+        memory = MemoryDir(run.memory_dir)
+        try:
+            report = asyncio.run(
+                _claude_code_backend.extract_through_claude_code(
+                    load_transcript(run.transcript),
+                    memory,
+                    cli_path=str(claude_cli.binary),
+                    env=run.env,
+                )
+            )
+        finally:
+            release.set()
+    assert (report.runs, report.errors) == (0, 1)
+    assert "did not finish within 2s" in report.error_reasons[0]
+    assert StateFile(memory).get(run.session_id).cursor is None
