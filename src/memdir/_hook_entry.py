@@ -178,7 +178,8 @@ def choose_backend(options: HookOptions, env: Mapping[str, str]) -> Backend:
     environment, else the user's own Claude Code through the Agent SDK, else nothing."""
     if options.model or env.get("MEMDIR_MODEL"):
         return Backend("model")
-    if any(env.get(name) for name in API_KEY_VARS):
+    # An OpenAI key has chosen OpenAI's API for memdir since before this backend.
+    if any(env.get(name) for name in (*API_KEY_VARS, "OPENAI_API_KEY")):
         return Backend("api")
     if _sdk_spec() is None:
         return Backend(

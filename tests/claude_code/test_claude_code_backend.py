@@ -291,6 +291,7 @@ class Choice:
         Choice({"ANTHROPIC_API_KEY": "k"}, None, "api"),
         Choice({"ANTHROPIC_AUTH_TOKEN": "t"}, None, "api"),
         Choice({"MEMDIR_ANTHROPIC_API_KEY": "k"}, None, "api"),
+        Choice({"OPENAI_API_KEY": "k"}, None, "api"),
         Choice({"ANTHROPIC_API_KEY": ""}, None, "claude-code"),
     ],
 )
