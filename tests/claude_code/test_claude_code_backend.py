@@ -133,6 +133,10 @@ def session(claude_binary: tuple[Path, str], tmp_path_factory: pytest.TempPathFa
                 name="Write",
                 input={"file_path": str(outside), "content": "not a memory"},
             ),
+            ToolUseBlock(id="toolu_ls_1", name="Bash", input={"command": f"ls -a {folder}"}),
+            ToolUseBlock(
+                id="toolu_rm_1", name="Bash", input={"command": f"rm -f {folder}/MEMORY.md"}
+            ),
         )
         return Message(role="assistant", content=calls)
 
@@ -217,7 +221,7 @@ def test_the_forks_own_stop_starts_no_extraction(session: Session) -> None:
     assert sum(is_memory_request(r.body) for r in session.requests) == 2
 
 
-def test_a_write_outside_the_memory_folder_is_refused_by_memdirs_gate(session: Session) -> None:
+def test_a_call_outside_what_the_gate_allows_is_refused(session: Session) -> None:
     assert not session.outside.exists()
     last = next(r for r in reversed(session.requests) if is_memory_request(r.body)).body
     results = {
@@ -227,6 +231,11 @@ def test_a_write_outside_the_memory_folder_is_refused_by_memdirs_gate(session: S
         for b in m["content"]
         if isinstance(b, dict) and b.get("type") == "tool_result"
     }
+    # A read-only command runs; one that changes anything is refused, as for memdir's
+    # own agent.
+    assert not results["toolu_ls_1"].get("is_error")
+    assert results["toolu_rm_1"].get("is_error") is True
+    assert "limited to read-only commands" in json.dumps(results["toolu_rm_1"])
     refused = results["toolu_out_1"]
     assert refused.get("is_error") is True
     assert "only allowed for files inside the memory directory" in json.dumps(refused)
