@@ -425,11 +425,13 @@ def check_hook(project: str | os.PathLike[str], env: Mapping[str, str] | None = 
 
 
 def _cli_reachable(env: Mapping[str, str]) -> str | None:
+    spec = importlib.util.find_spec("claude_agent_sdk")
+    if spec is None:
+        return None  # the hook drives Claude Code through the Agent SDK
     found = shutil.which("claude", path=env.get("PATH", os.defpath))
     if found is not None:
         return found
-    spec = importlib.util.find_spec("claude_agent_sdk")
-    if spec is not None and spec.submodule_search_locations:
+    if spec.submodule_search_locations:
         bundled = Path(next(iter(spec.submodule_search_locations)), "_bundled", "claude")
         if bundled.is_file():
             return str(bundled)
@@ -472,7 +474,8 @@ def check_credentials(
                 check="credentials",
                 ok=False,
                 message=f"a Claude Code login in {where}, but no Claude Code CLI to run the "
-                "memory agent with it (neither claude on PATH nor claude-agent-sdk)",
+                "memory agent with it (memdir runs it through claude-agent-sdk: pip install -e "
+                "'<memdir source tree>[claude-agent-sdk]')",
             )
         return Finding(
             check="credentials",

@@ -11,8 +11,11 @@ to ``.memdir/hook.log`` in the memory folder.
 from __future__ import annotations
 
 import contextlib
+import importlib.machinery
+import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -21,7 +24,28 @@ from typing import Any
 
 from memdir._claude_setup import hook_memory_off
 
-__all__ = ["ANSWER_TAIL_CHARS", "HookOptions", "job_from", "parse_options", "run", "start"]
+__all__ = [
+    "ANSWER_TAIL_CHARS",
+    "API_KEY_VARS",
+    "FORK_ENV",
+    "NO_MODEL_MESSAGE",
+    "Backend",
+    "HookOptions",
+    "choose_backend",
+    "find_claude_code",
+    "job_from",
+    "parse_options",
+    "run",
+    "start",
+]
+
+FORK_ENV = "MEMDIR_CLAUDE_CODE_FORK"
+"""Set in the environment of the Claude Code that memdir's Claude Code backend runs; a
+hook that sees it is that run's own Stop hook, and does nothing (no recursion)."""
+
+API_KEY_VARS = ("MEMDIR_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+"""Credentials for Anthropic's API, in the order they are used. The first is memdir's
+own, for a user who pays for memory apart from Claude Code."""
 
 # The events memdir acts on. Claude Code runs Stop hooks after the main agent's answer;
 # a settings file that points other events here gets nothing done.
@@ -86,6 +110,97 @@ def parse_options(args: Sequence[str]) -> HookOptions | None:
     return HookOptions(**values, timeout=timeout)
 
 
+@dataclass(frozen=True)
+class Backend:
+    """What the hook's worker will extract with."""
+
+    kind: str
+    """``model`` (``--model`` or ``$MEMDIR_MODEL``), ``api`` (a key is in the
+    environment), ``claude-code`` (the user's own Claude Code, logged in as it is), or
+    ``none`` (nothing can run: :attr:`reason` says why)."""
+    claude_path: str | None = None
+    """For ``claude-code``: the executable to run."""
+    reason: str | None = None
+    """For ``none``: why no model can run, in one line."""
+
+
+def _exe_of(pid: str) -> str | None:
+    """The Claude Code executable of the process ``pid`` (Linux ``/proc``): the binary
+    itself, or, when it runs on Node or Bun, the script it was started with."""
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            argv = cmdline.read().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    if "claude" in os.path.basename(exe):
+        return exe
+    script = argv[1].decode(errors="replace") if len(argv) > 1 else ""
+    return script if script and os.path.isabs(script) else None
+
+
+def _sdk_spec() -> importlib.machinery.ModuleSpec | None:
+    """claude-agent-sdk's module spec, found without importing it; None when it is not
+    installed (or cannot be looked up: the hook must not fail on it)."""
+    try:
+        return importlib.util.find_spec("claude_agent_sdk")
+    except (ImportError, ValueError):
+        return None
+
+
+def _bundled_cli() -> str | None:
+    """The CLI bundled with claude-agent-sdk, found without importing the SDK."""
+    spec = _sdk_spec()
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    name = "claude.exe" if sys.platform == "win32" else "claude"
+    return os.path.join(next(iter(spec.submodule_search_locations)), "_bundled", name)
+
+
+def find_claude_code(env: Mapping[str, str]) -> str | None:
+    """The Claude Code to run the memory agent in: the one that ran this hook (Claude
+    Code gives its hooks ``CLAUDE_PID``), else ``claude`` on ``PATH``, else the CLI the
+    Agent SDK bundles; None when there is none."""
+    candidates = [
+        _exe_of(env["CLAUDE_PID"]) if env.get("CLAUDE_PID", "").isdigit() else None,
+        shutil.which("claude", path=env.get("PATH")),
+        _bundled_cli(),
+    ]
+    for candidate in candidates:
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return os.path.realpath(candidate)
+    return None
+
+
+def choose_backend(options: HookOptions, env: Mapping[str, str]) -> Backend:
+    """What to extract with, never the offline engine unless it is asked for: the model
+    given (``--model``, ``$MEMDIR_MODEL``), else the API when a key is in the
+    environment, else the user's own Claude Code through the Agent SDK, else nothing."""
+    if options.model or env.get("MEMDIR_MODEL"):
+        return Backend("model")
+    # An OpenAI key has chosen OpenAI's API for memdir since before this backend.
+    if any(env.get(name) for name in (*API_KEY_VARS, "OPENAI_API_KEY")):
+        return Backend("api")
+    if _sdk_spec() is None:
+        return Backend(
+            "none",
+            reason="no API key in the environment, and claude-agent-sdk (which runs the "
+            "memory agent in your Claude Code) is not installed",
+        )
+    found = find_claude_code(env)
+    if found is None:
+        return Backend(
+            "none", reason="no API key in the environment, and no Claude Code executable found"
+        )
+    return Backend("claude-code", claude_path=found)
+
+
+NO_MODEL_MESSAGE = (
+    "memdir saved no memories: {reason}. Log in to Claude Code, set MEMDIR_ANTHROPIC_API_KEY "
+    "or ANTHROPIC_API_KEY, or give the hook --model."
+)
+
+
 def _notice(message: str) -> None:
     # Only a notice: the hook always exits 0 so that Claude Code carries on untouched.
     sys.stderr.write(f"memdir hook: {message}\n")
@@ -119,11 +234,20 @@ def job_from(payload: object, options: HookOptions) -> dict[str, Any] | str | No
     }
 
 
+def _tell_user(message: str) -> None:
+    """One line Claude Code shows the user: a Stop hook's ``systemMessage``."""
+    sys.stdout.write(json.dumps({"systemMessage": message}) + "\n")
+    sys.stdout.flush()
+
+
 def start(payload: object, options: HookOptions, *, env: Mapping[str, str] | None = None) -> None:
     """Start the extraction for a Stop hook's input, detached; wait ``options.timeout``.
 
     What :func:`job_from` ignores is ignored quietly. Never raises.
     """
+    environ = os.environ if env is None else env
+    if environ.get(FORK_ENV):
+        return  # the Stop of memdir's own run inside Claude Code
     job = job_from(payload, options)
     if job is None:
         return
@@ -132,6 +256,13 @@ def start(payload: object, options: HookOptions, *, env: Mapping[str, str] | Non
         return
     if hook_memory_off(job, env):  # Claude Code's memory is off: neither start nor write
         return
+    backend = choose_backend(options, environ)
+    job["backend"] = backend.kind
+    job["claude_path"] = backend.claude_path
+    if backend.reason is not None:
+        # The worker still starts: it writes the reason to the hook's log.
+        job["unusable"] = backend.reason
+        _tell_user(NO_MODEL_MESSAGE.format(reason=backend.reason))
     workdir = job["cwd"] if job["cwd"] and os.path.isdir(job["cwd"]) else None
     try:
         child = subprocess.Popen(
@@ -140,7 +271,7 @@ def start(payload: object, options: HookOptions, *, env: Mapping[str, str] | Non
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             cwd=workdir,
-            env=dict(os.environ if env is None else env),
+            env=dict(environ),
             start_new_session=True,  # outlives the hook, and Claude Code's signals
         )
     except OSError as exc:

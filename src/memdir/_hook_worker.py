@@ -25,6 +25,7 @@ from memdir._private import make_private_dirs, open_private
 from memdir.errors import MemdirError, one_line
 
 if TYPE_CHECKING:
+    from memdir._cli._run import TranscriptReport
     from memdir.extract._planner import Mode
     from memdir.models import Model
     from memdir.transcripts import Transcript
@@ -33,7 +34,9 @@ __all__ = [
     "ANSWER_TAIL_CHARS",
     "HookLog",
     "extract_session",
+    "extract_through_claude_code_session",
     "load_settled",
+    "log_report",
     "main",
     "memory_root_for",
     "open_log",
@@ -79,6 +82,30 @@ def memory_root_for(job: Mapping[str, Any], env: Mapping[str, str] | None = None
     return default_memory_dir(cwd if isinstance(cwd, str) and cwd else os.getcwd(), env=env)
 
 
+def log_report(log: HookLog, report: TranscriptReport) -> None:
+    """What one session's extraction did, as the hook's log lines."""
+    for reason in report.error_reasons:
+        log.line(f"run failed (retried next time): {reason}")
+    if report.turns:
+        log.line(f"host request: {report.host_request}")
+    log.line(
+        f"session {report.session_id}: {report.turns} turn(s), {report.runs} run(s) "
+        f"({', '.join(report.modes) or 'none'}), "
+        f"{report.memories_saved} memory(ies) saved, {report.errors} failed; "
+        + (
+            f"tokens estimated ~{report.input_tokens} in, ~{report.output_tokens} out "
+            "(the offline model calls no provider)"
+            if report.usage_estimated
+            else f"input {report.input_tokens + report.cache_creation_input_tokens} "
+            f"+ {report.cache_read_input_tokens} from cache, output {report.output_tokens} tokens"
+        )
+    )
+    for went, plan in zip(report.modes, report.plans, strict=False):
+        log.line(f"{went}: {plan}")
+    for path in report.saved_paths:
+        log.line(f"saved {path}")
+
+
 async def extract_session(
     transcript: Transcript,
     memory_root: Path,
@@ -110,26 +137,29 @@ async def extract_session(
     finally:
         if owned:
             await close_model(model)
-    for reason in report.error_reasons:
-        log.line(f"run failed (retried next time): {reason}")
-    if report.turns:
-        log.line(f"host request: {report.host_request}")
-    log.line(
-        f"session {report.session_id}: {report.turns} turn(s), {report.runs} run(s) "
-        f"({', '.join(report.modes) or 'none'}), "
-        f"{report.memories_saved} memory(ies) saved, {report.errors} failed; "
-        + (
-            f"tokens estimated ~{report.input_tokens} in, ~{report.output_tokens} out "
-            "(the offline model calls no provider)"
-            if report.usage_estimated
-            else f"input {report.input_tokens + report.cache_creation_input_tokens} "
-            f"+ {report.cache_read_input_tokens} from cache, output {report.output_tokens} tokens"
-        )
+    log_report(log, report)
+    return 1 if report.errors else 0
+
+
+async def extract_through_claude_code_session(
+    transcript: Transcript,
+    memory_root: Path,
+    log: HookLog,
+    *,
+    cli_path: str,
+    env: Mapping[str, str] | None = None,
+) -> int:
+    """:func:`extract_session` through the user's own Claude Code at ``cli_path``: the
+    session resumed as a fork that runs memdir's memory agent (see
+    :mod:`memdir._claude_code_backend`). Same log lines, same exit statuses."""
+    from memdir._claude_code_backend import extract_through_claude_code
+    from memdir.store import MemoryDir
+
+    log.line(f"extracting through Claude Code at {cli_path}")
+    report = await extract_through_claude_code(
+        transcript, MemoryDir(memory_root), cli_path=cli_path, env=env
     )
-    for went, plan in zip(report.modes, report.plans, strict=False):
-        log.line(f"{went}: {plan}")
-    for path in report.saved_paths:
-        log.line(f"saved {path}")
+    log_report(log, report)
     return 1 if report.errors else 0
 
 
@@ -183,11 +213,20 @@ def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
     log = HookLog(handle)
     try:
         log.line(f"started for {job.get('transcript_path')} (pid {os.getpid()})")
+        unusable = job.get("unusable")
+        if isinstance(unusable, str):
+            log.line(f"extraction not started: {unusable}")
+            return 2
         path = Path(os.path.expanduser(str(job["transcript_path"])))
         tail = job.get("answer_tail")
         transcript = load_settled(path, tail if isinstance(tail, str) else None)
         base_url = job.get("base_url")
         model = job.get("model")
+        cli_path = job.get("claude_path")
+        if job.get("backend") == "claude-code" and isinstance(cli_path, str):
+            return asyncio.run(
+                extract_through_claude_code_session(transcript, memory_root, log, cli_path=cli_path)
+            )
         return asyncio.run(
             extract_session(
                 transcript,

@@ -7,18 +7,26 @@ import json
 import os
 import re
 import select
+import shlex
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
+import memdir
 from memdir.state import StateFile
 from memdir.store import MemoryDir
 from memdir.testing import FakeAnthropicServer
 from tests.claude_code._cli import ClaudeCli
 from tests.claude_code.test_real_cli import _write_then_confirm
 
-HOOK = f"{sys.executable} -m memdir hook claude-code"
+# The hook runs this checkout's memdir (Claude Code's environment has no PYTHONPATH, and
+# the interpreter may import another copy).
+_SOURCE = shlex.quote(str(Path(memdir.__file__).resolve().parents[1]))
+HOOK = (
+    f'PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}"{_SOURCE} '
+    f"{shlex.quote(sys.executable)} -m memdir hook claude-code"
+)
 
 
 def hook_settings(*options: str) -> dict[str, Any]:

@@ -57,6 +57,7 @@ def test_hook_writes_into_claude_codes_folder_for_the_cwd(tmp_path: Path) -> Non
         "hook_event_name": "Stop",
     }
     done = subprocess.run(
+        # The offline engine runs only when asked for (no silent fallback).
         [*MEMDIR, "hook", "claude-code", "--model", "offline", "--timeout", "120"],
         input=json.dumps(hook_input),
         capture_output=True,
@@ -166,7 +167,7 @@ def test_the_hook_starts_without_a_provider_sdk_or_click(tmp_path: Path) -> None
     probe = (
         "import sys\n"
         "from memdir.cli import main\n"
-        "main(['hook', 'claude-code'])\n"
+        "main(['hook', 'claude-code', '--model', 'offline'])\n"
         "heavy = ('anthropic', 'openai', 'httpx', 'yaml', 'click', 'rich', 'pydantic',\n"
         "         'memdir.extract', 'memdir.models', 'memdir.store', 'memdir.transcripts')\n"
         "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"

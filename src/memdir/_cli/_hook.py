@@ -67,6 +67,12 @@ def claude_code_hook(
     Other hook events, and a Stop with stop_hook_active set, are ignored, and so is
     every session whose Claude Code memory is switched off (autoMemoryEnabled false,
     CLAUDE_CODE_DISABLE_AUTO_MEMORY). `memdir log` shows the runs.
+
+    The memory agent runs on --model (or $MEMDIR_MODEL), else on Anthropic's API when a
+    key is in the environment (MEMDIR_ANTHROPIC_API_KEY, ANTHROPIC_API_KEY,
+    ANTHROPIC_AUTH_TOKEN), else inside Claude Code itself with your login (the session
+    resumed as a fork; needs claude-agent-sdk). When none can run, Claude Code shows one
+    line saying why and nothing is saved; the offline engine runs only as --model offline.
     """
     try:
         payload = json.loads(sys.stdin.read() or "{}")

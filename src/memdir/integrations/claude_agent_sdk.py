@@ -28,10 +28,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memdir._hook_entry import HookOptions, job_from
+from memdir._hook_entry import NO_MODEL_MESSAGE, HookOptions, choose_backend, job_from
 from memdir._hook_worker import (
     HookLog,
     extract_session,
+    extract_through_claude_code_session,
     load_settled,
     memory_root_for,
     open_log,
@@ -55,11 +56,14 @@ class MemdirStopHook:
     (``{**os.environ, **options.env}``) when ``ClaudeAgentOptions.env`` changes ``HOME``
     or ``CLAUDE_CONFIG_DIR``; default: this process's;
     ``model`` is a :class:`~memdir.models.Model`, a spec (``anthropic:MODEL``, …) or None
-    for the default (``$MEMDIR_MODEL``, then the provider whose key is set, else
-    offline). Runs of one session follow each other; a turn that ends while its session's
-    run is still going is taken up by the next run, from the saved cursor. What each run
-    did, and why one failed, is logged to ``.memdir/hook.log`` in the memory folder, as by
-    the command hook.
+    for the default: ``$MEMDIR_MODEL``, else Anthropic's API when a key is in the
+    environment (``MEMDIR_ANTHROPIC_API_KEY``, ``ANTHROPIC_API_KEY``,
+    ``ANTHROPIC_AUTH_TOKEN``), else the memory agent runs in Claude Code itself (the CLI
+    the SDK runs, with its login), else nothing runs and the log says why; the offline
+    engine only when named (``"offline"``). Runs of one session follow each other; a turn
+    that ends while its session's run is still going is taken up by the next run, from the
+    saved cursor. What each run did, and why one failed, is logged to ``.memdir/hook.log``
+    in the memory folder, as by the command hook.
     """
 
     def __init__(
@@ -126,8 +130,18 @@ class MemdirStopHook:
                 handle = io.StringIO()  # an unwritable folder: the run still goes ahead
             log = HookLog(handle)
             try:
+                env = os.environ if self.env is None else self.env
+                backend = choose_backend(HookOptions(), env) if self.model is None else None
+                if backend is not None and backend.reason is not None:
+                    log.line(f"extraction not started: {backend.reason}")
+                    log.line(NO_MODEL_MESSAGE.format(reason=backend.reason))
+                    return 2
                 tail = job["answer_tail"]
                 transcript = await asyncio.to_thread(_load, str(job["transcript_path"]), tail)
+                if backend is not None and backend.claude_path is not None:
+                    return await extract_through_claude_code_session(
+                        transcript, root, log, cli_path=backend.claude_path, env=env
+                    )
                 return await extract_session(
                     transcript, root, log, model=self.model, base_url=self.base_url
                 )
