@@ -48,6 +48,7 @@ from memdir.errors import MemdirError, one_line
 from memdir.extract._coordinator import wrote_memory
 from memdir.extract._prompts import extract_prompt_parts
 from memdir.messages import model_visible
+from memdir.models._anthropic import MEMDIR_ANTHROPIC_API_KEY_ENV
 from memdir.permissions import auto_mem_can_use_tool
 from memdir.state import SessionState, StateFile
 from memdir.store import MemoryDir, format_manifest
@@ -126,7 +127,9 @@ def fork_environment(
     unless ``CLAUDE_CODE_THINKING_DISPLAY_UPDATES`` is off, where ``claude -p`` sends
     ``"omitted"`` (``thinking_display``, read from the session's recorded request).
     """
-    out = {k: v for k, v in env.items() if k not in _PARENT_SESSION_VARS}
+    # memdir's own key bills memdir's requests, never Claude Code's.
+    dropped = {*_PARENT_SESSION_VARS, MEMDIR_ANTHROPIC_API_KEY_ENV}
+    out = {k: v for k, v in env.items() if k not in dropped}
     out[FORK_ENV] = "1"
     if thinking_display == "omitted":
         out["CLAUDE_CODE_THINKING_DISPLAY_UPDATES"] = "0"

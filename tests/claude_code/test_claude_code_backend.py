@@ -527,3 +527,10 @@ def test_a_run_claude_code_cannot_finish_is_cut_off_and_tried_again(
     assert (report.runs, report.errors) == (0, 1)
     assert "did not finish within 2s" in report.error_reasons[0]
     assert StateFile(memory).get(run.session_id).cursor is None
+
+
+def test_memdirs_own_key_is_never_handed_to_claude_code() -> None:
+    from memdir._claude_code_backend import FORK_ENV, fork_environment
+
+    env = fork_environment({"MEMDIR_ANTHROPIC_API_KEY": "memory-key", "CLAUDE_PID": "1", "A": "b"})
+    assert env == {"A": "b", FORK_ENV: "1"}
