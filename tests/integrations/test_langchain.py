@@ -103,6 +103,20 @@ def text_of(message: dict[str, Any]) -> str:
     return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
 
 
+def without_reminders(value: Any) -> Any:
+    """``value`` without memdir's ``<system-reminder>`` texts: the notice that memory
+    changed names the memory folder too, and it goes in the host's requests."""
+    if isinstance(value, str):
+        return "" if value.startswith("<system-reminder>") else value
+    if isinstance(value, dict):
+        if isinstance(value.get("text"), str) and value["text"].startswith("<system-reminder>"):
+            return {}
+        return {k: without_reminders(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_reminders(v) for v in value]
+    return value
+
+
 def results_of(message: dict[str, Any]) -> list[dict[str, Any]]:
     if message.get("role") == "tool":  # OpenAI's shape
         return [{"type": "tool_result", "content": message["content"]}]
@@ -130,7 +144,7 @@ class Script:
         memory folder (the host's system message names it too, in memdir's memory
         instructions)."""
         said = [m for m in body["messages"] if m.get("role") != "system"]
-        return str(self.memory) in json.dumps(said)
+        return str(self.memory) in json.dumps(without_reminders(said))
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         last = body["messages"][-1]
@@ -282,10 +296,16 @@ def test_the_memory_agent_forks_inside_the_agents_prompt_cache(
         server.assert_no_errors()
         requests = server.requests
 
+    # After the first turn each begins with the notice that the memory agent's last save
+    # changed memory (a meta message, kept in the thread).
     assert [type(m).__name__ for m in state] == [
         *("HumanMessage", "AIMessage", "ToolMessage", "AIMessage"),
-        *("HumanMessage", "AIMessage"),
-        *("HumanMessage", "AIMessage", "ToolMessage", "AIMessage"),
+        *("HumanMessage", "HumanMessage", "AIMessage"),
+        *("HumanMessage", "HumanMessage", "AIMessage", "ToolMessage", "AIMessage"),
+    ]
+    assert [message_from_langchain(state[i]).is_meta for i in (4, 5, 7, 8)] == [
+        *(False, True),
+        *(False, True),
     ]
     assert sorted(p.name for p in folder.glob("note_*.md")) == [
         "note_0.md",
@@ -458,7 +478,8 @@ def test_each_thread_has_its_own_cursor(tmp_path: Path) -> None:
         server.assert_no_errors()
 
     counts = [e.fields["message_count"] for e in sink.named("extract.run")]
-    assert counts == [4, 2, 4]
+    # Thread b's save changed memory after thread a loaded it: a's next turn is told.
+    assert counts == [4, 2, 5]
     a, b = memory.extractor("a"), memory.extractor("b")
     assert a is not None
     assert b is not None
@@ -989,7 +1010,9 @@ def test_a_restart_over_the_same_thread_saves_each_fact_once(tmp_path: Path) -> 
         "note_2.md",
     ]
     runs = sink.named("extract.run")
-    assert [e.fields["message_count"] for e in runs] == [4, 2, 4]  # the third: only new
+    # The second run's: the turn and the notice that the first run's save changed memory;
+    # the third (a new process, which loads memory afresh): only what is new.
+    assert [e.fields["message_count"] for e in runs] == [4, 3, 4]
     assert sum(e.fields["message_count"] for e in runs) == len(state)
     assert not sink.named("extract.skipped_direct_write")
 
