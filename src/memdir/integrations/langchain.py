@@ -55,8 +55,10 @@ Those runs are standalone: a graph calls its model itself, where no hook sees th
 request as it is sent.
 
 Each thread is shown memdir's memory instructions and the saved ``MEMORY.md`` index, after
-the agent's system text (the same for all its requests, so they share one cached prefix;
-``load_memory=False`` turns that off). Memory requests, fork and standalone, go through a
+the agent's system text (the same for all its requests, so they share one cached prefix);
+when the memory folder changes after that, the next request gets memdir's notice, a
+``<system-reminder>`` ``HumanMessage`` added to the thread's messages, instead of a new
+index (``load_memory=False`` turns both off). Memory requests, fork and standalone, go through a
 client of memdir's own made (in a worker thread) with the chat model's client settings —
 base URL, key, organization, default headers — so they reach the same gateway and
 organization. At most ``max_threads`` threads are held; an idle one past that is let go.

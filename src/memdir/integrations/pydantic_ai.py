@@ -51,8 +51,10 @@ Memory requests, fork and standalone, go through a client of memdir's own made (
 worker thread) with the host client's settings — base URL, key, organization, default
 headers, a custom ``http_client``'s transport — so the host may close its client before
 :meth:`MemdirCapability.drain`. Each conversation is shown memdir's memory instructions
-and the saved ``MEMORY.md`` index, after the agent's own instructions
-(``load_memory=False`` turns that off).
+and the saved ``MEMORY.md`` index, after the agent's own instructions, as they were when
+the conversation began; when the memory folder changes after that, the next request gets
+memdir's notice (a ``<system-reminder>`` user prompt, kept in the history) instead of a
+new index (``load_memory=False`` turns both off).
 
 :func:`messages_from_pydantic_ai` and :func:`messages_to_pydantic_ai` convert between
 pydantic-ai's ``ModelMessage`` s and memdir :class:`~memdir.messages.Message` s. Only this
