@@ -447,3 +447,41 @@ def test_a_change_langchain_sees_only_as_the_request_goes_is_told_on_the_next_on
     assert [notices(m) for m in sent] == [0, 0, 1]
     assert_prefixes(sent)
     assert "feedback_polars.md" in notice_text(sent[2])
+
+
+def test_a_list_the_runner_sends_again_gets_no_second_copy_of_the_notice(tmp_path: Path) -> None:
+    """A ``call_model_input_filter`` may hand the runner the same list again, with what
+    the hooks put in it last time: memory and the notice are still there once each."""
+    pytest.importorskip("agents")
+    from agents import Agent, OpenAIChatCompletionsModel, RunContextWrapper
+    from openai import AsyncOpenAI
+
+    from memdir.integrations.openai_agents import MemdirRunHooks
+
+    memory = tmp_path / "memory"
+    seed(memory)
+    hooks = MemdirRunHooks(memory, config=OFF)
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        async with AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="test") as client:
+            agent = Agent(
+                name="assistant", model=OpenAIChatCompletionsModel("gpt-4.1-mini", client)
+            )
+            context: RunContextWrapper[None] = RunContextWrapper(context=None)
+            items: list[Any] = [{"role": "user", "content": TURNS[0]}]
+            await hooks.on_llm_start(context, agent, "Answer briefly.", items)
+            items += [
+                {"role": "assistant", "content": ANSWERS[0]},
+                {"role": "user", "content": TURNS[1]},
+            ]
+            another_writer(memory)
+            await hooks.on_llm_start(context, agent, "Answer briefly.", items)
+            noticed = list(items)
+            await hooks.on_llm_start(context, agent, "Answer briefly.", items)
+            return noticed, items
+
+    noticed, again = asyncio.run(main())
+    assert notices(noticed) == 1
+    assert again == noticed
+    assert NOTICE in again[-2]["content"]
+    assert again[-1] == {"role": "user", "content": TURNS[1]}

@@ -1099,11 +1099,13 @@ def _is_user_words(item: object) -> bool:
 
 
 def _without_notices(items: list[Any], notices: Sequence[_Notice]) -> list[Any]:
-    """The items without memdir's notices that memory changed."""
-    if not notices:
-        return items
-    known = [notice.item for notice in notices]
-    return [i for i in items if _plain_or_none(i) not in known]
+    """The items without memdir's notices that memory changed, where a list the runner
+    kept from an earlier call would hold them (only their places are looked at)."""
+    out = items
+    for notice in notices:
+        if notice.at < len(out) and _plain_or_none(out[notice.at]) == notice.item:
+            out = [*out[: notice.at], *out[notice.at + 1 :]]
+    return out
 
 
 def _with_memory(own: list[Any], conversation: _Conversation) -> list[Any]:
