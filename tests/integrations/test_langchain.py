@@ -109,12 +109,14 @@ def without_reminders(value: Any) -> Any:
     if isinstance(value, str):
         return "" if value.startswith("<system-reminder>") else value
     if isinstance(value, dict):
-        if isinstance(value.get("text"), str) and value["text"].startswith("<system-reminder>"):
-            return {}
         return {k: without_reminders(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [without_reminders(v) for v in value]
+        return [without_reminders(v) for v in value if not is_reminder_block(v)]
     return value
+
+
+def is_reminder_block(value: Any) -> bool:
+    return isinstance(value, dict) and str(value.get("text", "")).startswith("<system-reminder>")
 
 
 def results_of(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -153,7 +155,8 @@ class Script:
         results = results_of(last)
         if results:
             return f"It is {results[0]['content']}."
-        text = text_of(last).lower()
+        # The user's words, not memdir's notice that memory changed after them.
+        text = text_of(without_reminders(last)).lower()
         if "weather in" in text:
             city = text.rsplit("weather in", 1)[1].strip(" ?").title()
             call = ToolUseBlock(
