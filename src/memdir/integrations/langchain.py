@@ -58,10 +58,10 @@ Each thread is shown memdir's memory instructions and the saved ``MEMORY.md`` in
 the agent's system text (the same for all its requests, so they share one cached prefix);
 when the memory folder changes after that, the next request gets memdir's notice, a
 ``<system-reminder>`` ``HumanMessage`` added to the thread's messages, instead of a new
-index (``load_memory=False`` turns both off). Memory requests, fork and standalone, go through a
-client of memdir's own made (in a worker thread) with the chat model's client settings —
-base URL, key, organization, default headers — so they reach the same gateway and
-organization. At most ``max_threads`` threads are held; an idle one past that is let go.
+index (``load_memory=False`` turns both off). Memory requests, fork and standalone, go
+through a client of memdir's own made (in a worker thread) with the chat model's client
+settings — base URL, key, organization, default headers — so they reach the same gateway
+and organization. At most ``max_threads`` threads are held; an idle one past that is let go.
 
 Only this module imports LangChain (the ``[langchain]`` extra).
 """
@@ -601,7 +601,8 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     extraction in this process). ``load_memory``: add memdir's memory instructions and
     the saved ``MEMORY.md`` index to the agent's system message, after its own text
     (default True; the index as it was when the thread began, so its requests share one
-    cached prefix).
+    cached prefix, and a notice in the thread when memory changed since: see
+    :meth:`abefore_model`).
 
     ``memory_tool=True`` gives the agent :func:`langchain_memory_tool`. A fork is shown
     the agent's tools, and can save a memory only through one of them: without Write,

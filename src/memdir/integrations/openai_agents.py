@@ -58,10 +58,10 @@ remembered. Before each later call the hooks look at the memory folder again (a 
 its files): when it changed — a memory run saved, another process wrote — the call gets
 memdir's notice (a ``<system-reminder>`` user message naming what changed and saying that
 the loaded index is stale), once, before the user's new words (or after a tool's result,
-when it changed during a run), and every later call of
-the conversation gets it again at that place, so each request still starts with the
-one before. The SDK's history never holds it (the hooks put it back), and neither does
-what is remembered. ``load_memory=False`` turns that off.
+when it changed during a run), and every later call of the conversation gets it again at
+that place, so each request still starts with the one before. The SDK's history never
+holds it (the hooks put it back), and neither does what is remembered.
+``load_memory=False`` turns that off.
 
 **The host's client.** Memory requests, fork and standalone, go through a client of
 memdir's own made in a worker thread with the agent's client settings (base URL, key,

@@ -586,7 +586,8 @@ class MemdirCapability(AbstractCapability[Any]):
     settings leave it unset. ``backend``: where turns go (default: extraction in this
     process). ``load_memory``: add memdir's memory instructions and the saved
     ``MEMORY.md`` index to the agent's instructions, after its own (default True; the
-    index as it was when the conversation began, so its requests share one prefix).
+    index as it was when the conversation began, so its requests share one prefix, and a
+    notice in the history when memory changed since: see :meth:`before_model_request`).
 
     ``memory_tool=True`` gives the agent a ``memory`` tool over the memory directory
     (``/memories/x`` is ``<memory_dir>/x``): Anthropic's own client-side memory tool on an
