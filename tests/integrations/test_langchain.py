@@ -103,6 +103,22 @@ def text_of(message: dict[str, Any]) -> str:
     return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
 
 
+def without_reminders(value: Any) -> Any:
+    """``value`` without memdir's ``<system-reminder>`` texts: the notice that memory
+    changed names the memory folder too, and it goes in the host's requests."""
+    if isinstance(value, str):
+        return "" if value.startswith("<system-reminder>") else value
+    if isinstance(value, dict):
+        return {k: without_reminders(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_reminders(v) for v in value if not is_reminder_block(v)]
+    return value
+
+
+def is_reminder_block(value: Any) -> bool:
+    return isinstance(value, dict) and str(value.get("text", "")).startswith("<system-reminder>")
+
+
 def results_of(message: dict[str, Any]) -> list[dict[str, Any]]:
     if message.get("role") == "tool":  # OpenAI's shape
         return [{"type": "tool_result", "content": message["content"]}]
@@ -130,7 +146,7 @@ class Script:
         memory folder (the host's system message names it too, in memdir's memory
         instructions)."""
         said = [m for m in body["messages"] if m.get("role") != "system"]
-        return str(self.memory) in json.dumps(said)
+        return str(self.memory) in json.dumps(without_reminders(said))
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         last = body["messages"][-1]
@@ -139,7 +155,8 @@ class Script:
         results = results_of(last)
         if results:
             return f"It is {results[0]['content']}."
-        text = text_of(last).lower()
+        # The user's words, not memdir's notice that memory changed after them.
+        text = text_of(without_reminders(last)).lower()
         if "weather in" in text:
             city = text.rsplit("weather in", 1)[1].strip(" ?").title()
             call = ToolUseBlock(
@@ -282,10 +299,16 @@ def test_the_memory_agent_forks_inside_the_agents_prompt_cache(
         server.assert_no_errors()
         requests = server.requests
 
+    # After the first turn each begins with the notice that the memory agent's last save
+    # changed memory (a meta message, kept in the thread).
     assert [type(m).__name__ for m in state] == [
         *("HumanMessage", "AIMessage", "ToolMessage", "AIMessage"),
-        *("HumanMessage", "AIMessage"),
-        *("HumanMessage", "AIMessage", "ToolMessage", "AIMessage"),
+        *("HumanMessage", "HumanMessage", "AIMessage"),
+        *("HumanMessage", "HumanMessage", "AIMessage", "ToolMessage", "AIMessage"),
+    ]
+    assert [message_from_langchain(state[i]).is_meta for i in (4, 5, 7, 8)] == [
+        *(False, True),
+        *(False, True),
     ]
     assert sorted(p.name for p in folder.glob("note_*.md")) == [
         "note_0.md",
@@ -458,7 +481,8 @@ def test_each_thread_has_its_own_cursor(tmp_path: Path) -> None:
         server.assert_no_errors()
 
     counts = [e.fields["message_count"] for e in sink.named("extract.run")]
-    assert counts == [4, 2, 4]
+    # Thread b's save changed memory after thread a loaded it: a's next turn is told.
+    assert counts == [4, 2, 5]
     a, b = memory.extractor("a"), memory.extractor("b")
     assert a is not None
     assert b is not None
@@ -989,7 +1013,9 @@ def test_a_restart_over_the_same_thread_saves_each_fact_once(tmp_path: Path) -> 
         "note_2.md",
     ]
     runs = sink.named("extract.run")
-    assert [e.fields["message_count"] for e in runs] == [4, 2, 4]  # the third: only new
+    # The second run's: the turn and the notice that the first run's save changed memory;
+    # the third (a new process, which loads memory afresh): only what is new.
+    assert [e.fields["message_count"] for e in runs] == [4, 3, 4]
     assert sum(e.fields["message_count"] for e in runs) == len(state)
     assert not sink.named("extract.skipped_direct_write")
 

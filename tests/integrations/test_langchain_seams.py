@@ -143,8 +143,9 @@ def test_a_restart_over_the_same_thread_saves_each_fact_once_and_the_new_one(
         asyncio.run(process(first, [code_word("alpha"), code_word("bravo")]))
         first.assert_no_errors()
     before = len(script.memory_requests)
-    # Before it, one run a turn, each shown its own turn.
-    assert [new_count(body) for body in script.memory_requests] == [2, 2]
+    # Before it, one run a turn, each shown its own turn (the second's with the notice
+    # that the first run's save changed memory).
+    assert [new_count(body) for body in script.memory_requests] == [2, 3]
     assert sorted(p.name for p in memory.glob("code_*.md")) == ["code_alpha.md", "code_bravo.md"]
     with FakeAnthropicServer(handler=script) as second:
         asyncio.run(process(second, [code_word("charlie")]))

@@ -114,6 +114,8 @@ class Script:
         last = messages[-1]
         if is_memory_run(body):
             return self.memory_agent(json.dumps(messages, ensure_ascii=False), last)
+        # The host answers the user's last words, not memdir's notice after them.
+        last = [m for m in messages if not str(m["content"]).startswith("<system-")][-1]
         if last["role"] == "tool":
             return "It's sunny and 24°C in Paris."
         said = last["content"] if isinstance(last["content"], str) else json.dumps(last)
@@ -267,7 +269,9 @@ def test_forks_read_the_hosts_cache_and_cover_every_message(tmp_path: Path) -> N
     # no part of the conversation.
     assert last_fork[1]["role"] == "system"
     assert "<system-reminder>" in last_fork[2]["content"]
-    read_back = messages_from_openai(last_fork[3:prompt_at])
+    # memdir's notices that memory changed are sent too, and no part of it either.
+    said = [m for m in last_fork[3:prompt_at] if not str(m["content"]).startswith("<system-")]
+    read_back = messages_from_openai(said)
     assert read_back[-1].text == "Noted: deploys on Fridays only."
     assert hooks.extractor is not None
     assert hooks.extractor.cursor == read_back[-1].uuid

@@ -71,18 +71,26 @@ USER_TURNS = [
 ]
 
 
-def last_text(body: dict[str, Any]) -> str:
-    content = body["messages"][-1]["content"]
+def texts(message: dict[str, Any]) -> list[str]:
+    """A message's texts, without memdir's ``<system-reminder>`` s: the notice that memory
+    changed names the memory dir too, and it goes in the host's requests."""
+    content = message.get("content")
     if isinstance(content, str):
-        return content
-    return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+        found = [content]
+    else:
+        found = [str(b.get("text", "")) for b in content or () if isinstance(b, dict)]
+    return [t for t in found if not t.startswith("<system-reminder>")]
+
+
+def last_text(body: dict[str, Any]) -> str:
+    return "\n".join(texts(body["messages"][-1]))
 
 
 def is_memdir(request: RecordedRequest, memory: Path) -> bool:
     """Whether a request is one of the memory agent's (its prompt names the memory dir;
     the host's system message names it too, in memdir's memory instructions)."""
     tail = [m for m in request.body["messages"][-2:] if m.get("role") != "system"]
-    return str(memory) in json.dumps(tail)
+    return any(str(memory) in text for m in tail for text in texts(m))
 
 
 def memory_file(name: str) -> str:
@@ -972,7 +980,9 @@ def test_a_restart_with_a_restored_history_saves_each_fact_once(tmp_path: Path) 
         "note_2.md",
     ]
     runs = sink.named("extract.run")
-    assert [r.fields["message_count"] for r in runs] == [4, 2, 2]  # the third: only new
+    # The second run's: the turn and the notice that the first run's save changed memory;
+    # the third (a new process, which loads memory afresh): only what is new.
+    assert [r.fields["message_count"] for r in runs] == [4, 3, 2]
     assert not sink.named("extract.skipped_direct_write")
 
 

@@ -113,8 +113,9 @@ def test_a_restart_over_a_saved_history_saves_each_fact_once_and_the_new_one(
     with FakeAnthropicServer(handler=script) as server:
         asyncio.run(first_process(server))
         before = len(script.memory_requests)
-        # Before it, one run a turn, each shown its own turn.
-        assert [new_count(body) for body in script.memory_requests] == [2, 2]
+        # Before it, one run a turn, each shown its own turn (the second's with the
+        # notice that the first run's save changed memory).
+        assert [new_count(body) for body in script.memory_requests] == [2, 3]
         assert sorted(p.name for p in memory.glob("code_*.md")) == [
             "code_alpha.md",
             "code_bravo.md",

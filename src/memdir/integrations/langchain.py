@@ -55,11 +55,13 @@ Those runs are standalone: a graph calls its model itself, where no hook sees th
 request as it is sent.
 
 Each thread is shown memdir's memory instructions and the saved ``MEMORY.md`` index, after
-the agent's system text (the same for all its requests, so they share one cached prefix;
-``load_memory=False`` turns that off). Memory requests, fork and standalone, go through a
-client of memdir's own made (in a worker thread) with the chat model's client settings —
-base URL, key, organization, default headers — so they reach the same gateway and
-organization. At most ``max_threads`` threads are held; an idle one past that is let go.
+the agent's system text (the same for all its requests, so they share one cached prefix);
+when the memory folder changes after that, the next request gets memdir's notice, a
+``<system-reminder>`` ``HumanMessage`` added to the thread's messages, instead of a new
+index (``load_memory=False`` turns both off). Memory requests, fork and standalone, go
+through a client of memdir's own made (in a worker thread) with the chat model's client
+settings — base URL, key, organization, default headers — so they reach the same gateway
+and organization. At most ``max_threads`` threads are held; an idle one past that is let go.
 
 Only this module imports LangChain (the ``[langchain]`` extra).
 """
@@ -298,10 +300,20 @@ def message_from_langchain(message: BaseMessage, *, previous: str | None = None)
         role, blocks = _ROLES.get(message.role, "user"), _blocks(message.content)
     else:  # HumanMessage, and anything else a person or a tool said
         role, blocks = _ROLES.get(message.type, "user"), _blocks(message.content)
-    built = Message(role=role, content=tuple(blocks), string_content=string)
+    # A message that is a whole <system-reminder> is the harness's (memdir's notice that
+    # memory changed), not the user's words.
+    meta = role == "user" and _is_reminder(message.content)
+    built = Message(role=role, content=tuple(blocks), string_content=string, is_meta=meta)
     if isinstance(message.id, str) and message.id:
         return dataclasses.replace(built, uuid=message.id)
     return dataclasses.replace(built, uuid=derive_uuid(previous, built))
+
+
+def _is_reminder(content: object) -> bool:
+    if not isinstance(content, str):
+        return False
+    text = content.strip()
+    return text.startswith("<system-reminder>") and text.endswith("</system-reminder>")
 
 
 def messages_from_langchain(messages: Sequence[BaseMessage]) -> list[Message]:
@@ -531,6 +543,8 @@ class _Thread:
         default_factory=lambda: GrowingReader(_read_one)
     )
     capture: _Capture | None = None
+    notices: list[str] = field(default_factory=list)
+    """Notices that memory changed, for the thread's next ``before_model``."""
 
 
 def _read_one(message: BaseMessage, previous: str | None) -> list[Message]:
@@ -587,7 +601,8 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     extraction in this process). ``load_memory``: add memdir's memory instructions and
     the saved ``MEMORY.md`` index to the agent's system message, after its own text
     (default True; the index as it was when the thread began, so its requests share one
-    cached prefix).
+    cached prefix, and a notice in the thread when memory changed since: see
+    :meth:`abefore_model`).
 
     ``memory_tool=True`` gives the agent :func:`langchain_memory_tool`. A fork is shown
     the agent's tools, and can save a memory only through one of them: without Write,
@@ -646,6 +661,56 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     # --- hooks ------------------------------------------------------------------------------
 
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Tell the model that memory changed since its thread loaded it (see
+        :meth:`abefore_model`)."""
+        if not self.load_memory:
+            return None
+        messages = state.get("messages") or []
+        key = _conversation_key(_thread_of(runtime), messages)
+        return self._noticed(key, self._core.load_memory(key))
+
+    async def abefore_model(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Tell the model that memory changed since its thread loaded it.
+
+        The system text keeps the instructions and index as the thread first loaded them
+        (the cached prefix); the notice is a ``HumanMessage`` added to the agent's state,
+        after the conversation so far, so the checkpointer keeps it (and a server that
+        hands each turn the history it got back has it too): every later request sends
+        it at the same place, and each starts with the one before. Added only to the
+        model's request, from ``wrap_model_call``, it would be gone from the next one,
+        whose messages would then differ from that point on. It is read back as a meta
+        message (harness text, not the user's words).
+        """
+        if not self.load_memory:
+            return None
+        messages = state.get("messages") or []
+        key = _conversation_key(_thread_of(runtime), messages)
+        return self._noticed(key, await self._core.aload_memory(key))
+
+    def _noticed(self, key: str | None, loaded: LoadedMemory | None) -> dict[str, Any] | None:
+        """The state update that adds the notices due to ``key``'s thread, if any."""
+        with self._lock:
+            entry = self._threads.get(key)
+            notices, entry.notices = entry.notices, []
+        if loaded is not None and loaded.notice is not None:
+            notices.append(loaded.notice)
+        if not notices:
+            return None
+        return {"messages": [HumanMessage(content=notice) for notice in notices]}
+
+    def _show(
+        self, request: ModelRequest[Any], key: str | None, loaded: LoadedMemory | None
+    ) -> ModelRequest[Any]:
+        if loaded is not None and loaded.notice is not None:
+            # Memory changed between before_model and now: this request goes as the
+            # state has it, and the thread's next one carries the notice.
+            with self._lock:
+                self._threads.get(key).notices.append(loaded.notice)
+        return _shown(request, loaded)
+
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
@@ -654,7 +719,7 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """Show the thread its memory, note the request (for the fork), and send it."""
         key = _conversation_key(_thread_of(request.runtime), request.messages)
         if self.load_memory:
-            request = _shown(request, self._core.load_memory(key))
+            request = self._show(request, key, self._core.load_memory(key))
         self._note(request, key)
         return handler(request)
 
@@ -666,7 +731,7 @@ class MemdirMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """Show the thread its memory, note the request (for the fork), and send it."""
         key = _conversation_key(_thread_of(request.runtime), request.messages)
         if self.load_memory:
-            request = _shown(request, await self._core.aload_memory(key))
+            request = self._show(request, key, await self._core.aload_memory(key))
         self._note(request, key)
         return await handler(request)
 

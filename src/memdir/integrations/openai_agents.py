@@ -54,7 +54,14 @@ the items sent in it (and memory is best not shown: ``load_memory=False``).
 instructions (a system message after the agent's own, the same text every time) and the
 saved ``MEMORY.md`` index (a user message), as they were when the conversation began, so
 that its requests share one cached prefix; they are sent, never part of what is
-remembered. ``load_memory=False`` turns that off.
+remembered. Before each later call the hooks look at the memory folder again (a stat of
+its files): when it changed — a memory run saved, another process wrote — the call gets
+memdir's notice (a ``<system-reminder>`` user message naming what changed and saying that
+the loaded index is stale), once, before the user's new words (or after a tool's result,
+when it changed during a run), and every later call of the conversation gets it again at
+that place, so each request still starts with the one before. The SDK's history never
+holds it (the hooks put it back), and neither does what is remembered.
+``load_memory=False`` turns that off.
 
 **The host's client.** Memory requests, fork and standalone, go through a client of
 memdir's own made in a worker thread with the agent's client settings (base URL, key,
@@ -758,13 +765,28 @@ class _RunState:
     call: _Call | None = None
 
 
+@dataclass(frozen=True)
+class _Notice:
+    """memdir's notice that memory changed, where the conversation first carried it."""
+
+    at: int
+    """How many of the conversation's items (memdir's own left out) come before it."""
+    after: object
+    """The item just before it, as a plain dict (None at the start): a conversation
+    that no longer has it there is not the one the notice was given in."""
+    item: dict[str, Any]
+    """The notice as a user message item."""
+
+
 @dataclass
 class _Conversation:
-    """What the hooks keep per conversation: its items read so far, and the memory it
-    is shown (the same two items on every request, so they share one cached prefix)."""
+    """What the hooks keep per conversation: its items read so far, the memory it is
+    shown (the same two items on every request, so they share one cached prefix), and
+    the notices that memory changed, put back at their place in every later request."""
 
     items: _ItemsReader = field(default_factory=lambda: _ItemsReader())
     shown: tuple[dict[str, Any], ...] = ()
+    notices: list[_Notice] = field(default_factory=list)
 
 
 def _shown_items(loaded: LoadedMemory) -> tuple[dict[str, Any], ...]:
@@ -845,15 +867,19 @@ class _Memory:
         items: list[Any],
     ) -> None:
         conversation = self._conversations.get(self.session_id)
-        if self.load_memory:
-            if not conversation.shown:
-                loaded = await self.core.aload_memory(self.session_id)
-                conversation.shown = _shown_items(loaded) if loaded is not None else ()
-            shown = conversation.shown
-            # The list is the one the runner sends: memory goes first, once.
-            if shown and [_plain_or_none(i) for i in items[: len(shown)]] != list(shown):
-                items[0:0] = [dict(i) for i in shown]
         own = _without_shown(items, conversation.shown)
+        if self.load_memory:
+            # Every call: after the first, a look at the folder's stamps, for the notice.
+            loaded = await self.core.aload_memory(self.session_id)
+            if not conversation.shown:
+                conversation.shown = _shown_items(loaded) if loaded is not None else ()
+            own = _without_shown(items, conversation.shown)
+            own = _without_notices(own, conversation.notices)
+            if loaded is not None and loaded.notice is not None:
+                conversation.notices.append(_notice(own, loaded.notice))
+            # The list is the one the runner sends: memory goes first, each notice at its
+            # place; the runner's own items are left as they are.
+            items[:] = _with_memory(own, conversation)
         run = self._state(context)
         wire = None
         endpoint = None
@@ -993,10 +1019,12 @@ class _Memory:
         if not isinstance(recorded, list):
             raise UsageError("the recorded request has no messages")
         offset = 1 if call.system and recorded and recorded[0].get("role") == "system" else 0
-        # memdir's own memory messages are sent, but are no part of the conversation.
+        # memdir's own memory messages and notices are sent, but are no part of the
+        # conversation (the SDK's history never holds them).
         if shown and recorded[offset : offset + len(shown)] == shown:
             offset += len(shown)
-        messages = [*recorded[offset:], *answer]
+        notices = [{"role": "user", "content": n.item["content"]} for n in conversation.notices]
+        messages = [*(m for m in recorded[offset:] if m not in notices), *answer]
         # What the host sent, then its answer as its next request will send it: the
         # fork's prefix is the host's, and the host's next request reads the fork's.
         return HostTurn(
@@ -1045,6 +1073,57 @@ class _Memory:
 
 def _plain_or_none(item: object) -> object:
     return dict(item) if isinstance(item, Mapping) else None
+
+
+def _notice(own: Sequence[Any], text: str) -> _Notice:
+    """The notice ``text`` placed in the conversation ``own`` about to be sent: before the
+    user's new words when they end it (a run's first call), else (after a tool's result)
+    at its end.
+
+    Either way after everything earlier requests sent. Before the user's words, it stays
+    out of the turn's own messages, which the fork's prompt counts from the end
+    ("the last ~N messages"), the notice being no message of the conversation: the
+    SDK's history never holds it, and a later process would not read it there.
+    """
+    at = len(own) - 1 if own and _is_user_words(own[-1]) else len(own)
+    after = _plain_or_none(own[at - 1]) if at else None
+    return _Notice(at=at, after=after, item={"role": "user", "content": text})
+
+
+def _is_user_words(item: object) -> bool:
+    return (
+        isinstance(item, Mapping)
+        and item.get("role") == "user"
+        and item.get("type", "message") == "message"
+    )
+
+
+def _without_notices(items: list[Any], notices: Sequence[_Notice]) -> list[Any]:
+    """The items without memdir's notices that memory changed, where a list the runner
+    kept from an earlier call would hold them (only their places are looked at)."""
+    out = items
+    for notice in notices:
+        if notice.at < len(out) and _plain_or_none(out[notice.at]) == notice.item:
+            out = [*out[: notice.at], *out[notice.at + 1 :]]
+    return out
+
+
+def _with_memory(own: list[Any], conversation: _Conversation) -> list[Any]:
+    """What a model call of the conversation is sent: the memory shown, then its items
+    with each notice that memory changed where it was first sent, so that every request
+    starts with the one before. Notices the conversation no longer has room for (a
+    shorter or another history) are let go."""
+    out: list[Any] = [dict(i) for i in conversation.shown]
+    placed = 0
+    for count, notice in enumerate(conversation.notices):
+        before = _plain_or_none(own[notice.at - 1]) if notice.at else None
+        if notice.at > len(own) or notice.at < placed or before != notice.after:
+            del conversation.notices[count:]
+            break
+        out += own[placed : notice.at]
+        out.append(dict(notice.item))
+        placed = notice.at
+    return [*out, *own[placed:]]
 
 
 def _without_shown(items: list[Any], shown: Sequence[Mapping[str, Any]]) -> list[Any]:

@@ -51,8 +51,10 @@ Memory requests, fork and standalone, go through a client of memdir's own made (
 worker thread) with the host client's settings — base URL, key, organization, default
 headers, a custom ``http_client``'s transport — so the host may close its client before
 :meth:`MemdirCapability.drain`. Each conversation is shown memdir's memory instructions
-and the saved ``MEMORY.md`` index, after the agent's own instructions
-(``load_memory=False`` turns that off).
+and the saved ``MEMORY.md`` index, after the agent's own instructions, as they were when
+the conversation began; when the memory folder changes after that, the next request gets
+memdir's notice (a ``<system-reminder>`` user prompt, kept in the history) instead of a
+new index (``load_memory=False`` turns both off).
 
 :func:`messages_from_pydantic_ai` and :func:`messages_to_pydantic_ai` convert between
 pydantic-ai's ``ModelMessage`` s and memdir :class:`~memdir.messages.Message` s. Only this
@@ -191,15 +193,21 @@ def _request_messages(request: _pa.ModelRequest) -> list[Message]:
 
     Instructions are not here: like a system prompt passed to the API, they are the
     developer's, not the conversation's. pydantic-ai's own feedback (a retry) with no word
-    of the user's is meta, as harness text is.
+    of the user's is meta, as harness text is, and so is a prompt that is a whole
+    ``<system-reminder>`` (memdir's notice that memory changed): a meta message of its
+    own after the rest, so that the request reads the same whether pydantic-ai merged it
+    into the request before it (as it does with the history a run is given) or not.
     """
     system: list[ContentBlock] = []
     blocks: list[ContentBlock] = []
+    reminders: list[ContentBlock] = []
     spoken = False
     for part in request.parts:
         if isinstance(part, _pa.SystemPromptPart):
             if part.content:
                 system.append(TextBlock(text=part.content))
+        elif isinstance(part, _pa.UserPromptPart) and _is_reminder(part.content):
+            reminders.append(TextBlock(text=str(part.content)))
         elif isinstance(part, _pa.UserPromptPart):
             items = _user_items(part.content)
             spoken = spoken or bool(items)
@@ -224,7 +232,17 @@ def _request_messages(request: _pa.ModelRequest) -> list[Message]:
     if blocks:
         meta = not spoken and not any(isinstance(b, ToolResultBlock) for b in blocks)
         out.append(Message(role="user", content=tuple(blocks), timestamp=when, is_meta=meta))
+    if reminders:
+        out.append(Message(role="user", content=tuple(reminders), timestamp=when, is_meta=True))
     return out
+
+
+def _is_reminder(content: object) -> bool:
+    """Whether a user prompt is a ``<system-reminder>`` and nothing else: harness text."""
+    if not isinstance(content, str):
+        return False
+    text = content.strip()
+    return text.startswith("<system-reminder>") and text.endswith("</system-reminder>")
 
 
 def _response_message(response: _pa.ModelResponse) -> list[Message]:
@@ -568,7 +586,8 @@ class MemdirCapability(AbstractCapability[Any]):
     settings leave it unset. ``backend``: where turns go (default: extraction in this
     process). ``load_memory``: add memdir's memory instructions and the saved
     ``MEMORY.md`` index to the agent's instructions, after its own (default True; the
-    index as it was when the conversation began, so its requests share one prefix).
+    index as it was when the conversation began, so its requests share one prefix, and a
+    notice in the history when memory changed since: see :meth:`before_model_request`).
 
     ``memory_tool=True`` gives the agent a ``memory`` tool over the memory directory
     (``/memories/x`` is ``<memory_dir>/x``): Anthropic's own client-side memory tool on an
@@ -630,6 +649,8 @@ class MemdirCapability(AbstractCapability[Any]):
         self._histories: Sessions[GrowingReader[ModelMessage]] = Sessions(
             _new_history, self.max_sessions
         )
+        self._notices: Sessions[list[str]] = Sessions(list, self.max_sessions)
+        """Per conversation, the memory change notices waiting for its next request."""
 
     # Identity, not the fields: two memories are never the same one.
     __eq__ = object.__eq__
@@ -654,8 +675,14 @@ class MemdirCapability(AbstractCapability[Any]):
         return self._memory_instructions if self.load_memory else None
 
     async def _memory_instructions(self, ctx: RunContext[Any]) -> str:
-        loaded = await self._core.aload_memory(ctx.conversation_id)
-        return f"{loaded.instructions}\n\n{loaded.index}" if loaded is not None else ""
+        loaded = await self._core.aload_memory(ctx.conversation_id or None)
+        if loaded is None:
+            return ""
+        if loaded.notice is not None:
+            # Instructions are resolved before the request's hooks run: the notice waits
+            # for before_model_request, which puts it in the conversation.
+            self._notices.get(ctx.conversation_id or None).append(loaded.notice)
+        return f"{loaded.instructions}\n\n{loaded.index}"
 
     def get_model_settings(self) -> AgentModelSettings[Any] | None:
         """Prompt caching on, per request, where the agent's settings leave it unset."""
@@ -702,6 +729,27 @@ class MemdirCapability(AbstractCapability[Any]):
         return output.content
 
     # --- the hooks ---------------------------------------------------------------------------
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Tell the model that memory changed since its conversation loaded it.
+
+        The instructions and index stay as they were loaded (the cached prefix); the
+        notice is a user prompt of its own (a ``<system-reminder>``, read back as a meta
+        message), enqueued so that pydantic-ai puts it after the conversation so far in
+        this request and in the run's history alike: ``result.all_messages()`` holds it,
+        so the next run, given that history, sends it at the same place again (pydantic-ai
+        merges it into the user's request before it, which sends the same user turn) and
+        every later request starts with the earlier ones. Put only in the request
+        (``request_context.messages``), it would be missing from the next one, whose
+        messages would differ from that point on.
+        """
+        pending = self._notices.peek(ctx.conversation_id or None)
+        while pending:
+            notice = pending.pop(0)
+            ctx.enqueue(_pa.ModelRequest(parts=[_pa.UserPromptPart(content=notice)]))
+        return request_context
 
     async def wrap_run(
         self, ctx: RunContext[Any], *, handler: WrapRunHandler
