@@ -37,10 +37,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memdir._cli._run import (
-    _RUN_LOCK,
-    _RUN_LOCK_TIMEOUT,
+    RUN_LOCK,
+    RUN_LOCK_TIMEOUT,
     TranscriptReport,
     completed_turn_ends,
+    resume_index,
     session_of,
 )
 from memdir._hook_entry import FORK_ENV
@@ -384,7 +385,7 @@ async def extract_through_claude_code(
     and the memory files and writes them back, and two at once would miss each other's.
     """
     await asyncio.to_thread(memory.ensure)
-    lock = memory.lock(_RUN_LOCK, timeout=_RUN_LOCK_TIMEOUT)
+    lock = memory.lock(RUN_LOCK, timeout=RUN_LOCK_TIMEOUT)
     await asyncio.to_thread(lock.__enter__)  # waiting for another run: off the loop
     try:
         return await _extract_locked(
@@ -409,10 +410,7 @@ async def _extract_locked(
     session = session_of(transcript)
     saved = states.get(session)
     messages = transcript.messages
-    start = 0
-    if saved.cursor is not None:
-        found = [i for i, m in enumerate(messages) if m.uuid == saved.cursor]
-        start = found[-1] + 1 if found else 0
+    start = resume_index(messages, saved.cursor)
     ends = [e for e in completed_turn_ends(messages) if e >= start]
     report = TranscriptReport(
         path=str(transcript.path),

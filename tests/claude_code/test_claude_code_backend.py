@@ -472,7 +472,7 @@ def test_runs_on_one_memory_folder_take_turns(
     from memdir.transcripts import load_transcript
     from tests.cli.conftest import TURNS, write_session
 
-    monkeypatch.setattr(_claude_code_backend, "_RUN_LOCK_TIMEOUT", 0)
+    monkeypatch.setattr(_claude_code_backend, "RUN_LOCK_TIMEOUT", 0)
     transcript = load_transcript(write_session(tmp_path / "s.jsonl", TURNS[:1]))
     memory = MemoryDir(tmp_path / "memory")
     memory.ensure()

@@ -25,7 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memdir._cli._run import completed_turn_ends, extract_transcript, session_of
+from memdir._cli._run import (
+    completed_turn_ends,
+    extract_transcript,
+    resume_index,
+    session_of,
+)
 from memdir.messages import Message, TextBlock, messages_to_anthropic
 from memdir.models import Model, ModelRequest, ModelResponse, OfflineModel, Usage
 from memdir.state import StateFile
@@ -159,10 +164,7 @@ def new_turns(transcript: Transcript, memory: MemoryDir) -> int:
     """How many completed turns of ``transcript`` are past its saved cursor (reads only)."""
     cursor = StateFile(memory).get(session_of(transcript)).cursor if memory.root.is_dir() else None
     messages = transcript.messages
-    start = 0
-    if cursor is not None:
-        found = [i for i, m in enumerate(messages) if m.uuid == cursor]
-        start = found[-1] + 1 if found else 0
+    start = resume_index(messages, cursor)
     return sum(1 for end in completed_turn_ends(messages) if end >= start)
 
 

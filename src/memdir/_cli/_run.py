@@ -19,8 +19,9 @@ from memdir.transcripts import Transcript
 
 # Runs of separate processes on one memory directory take turns: each reads the memory
 # files and writes them back, and two at once would each miss the other's changes.
-_RUN_LOCK = "extraction"
-_RUN_LOCK_TIMEOUT = 900.0
+RUN_LOCK = "extraction"
+"""The lock every extraction run of one memory folder holds, whatever runs it."""
+RUN_LOCK_TIMEOUT = 900.0
 _DRAIN_TIMEOUT = 900.0
 
 
@@ -105,6 +106,15 @@ def session_of(transcript: Transcript) -> str:
     return transcript.session_id or transcript.path.stem
 
 
+def resume_index(messages: Sequence[Message], cursor: str | None) -> int:
+    """Where a session's saved ``cursor`` (the id of the last message read) leaves off in
+    ``messages``: the index after it, or 0 when there is none or it is no longer there."""
+    if cursor is None:
+        return 0
+    found = [i for i, m in enumerate(messages) if m.uuid == cursor]
+    return found[-1] + 1 if found else 0
+
+
 async def extract_transcript(
     transcript: Transcript,
     memory: MemoryDir,
@@ -128,10 +138,7 @@ async def extract_transcript(
     session = session_of(transcript)
     saved = states.get(session)
     messages = transcript.messages
-    start = 0
-    if saved.cursor is not None:
-        found = [i for i, m in enumerate(messages) if m.uuid == saved.cursor]
-        start = found[-1] + 1 if found else 0
+    start = resume_index(messages, saved.cursor)
     ends = [e for e in completed_turn_ends(messages) if e >= start]
     report = TranscriptReport(
         path=str(transcript.path),
@@ -168,7 +175,7 @@ async def extract_transcript(
             params=host.params if last else None,
             last_request_at=host.sent_at if last else None,
         )
-        with memory.lock(_RUN_LOCK, timeout=_RUN_LOCK_TIMEOUT):
+        with memory.lock(RUN_LOCK, timeout=RUN_LOCK_TIMEOUT):
             extractor.on_turn_end(turn, notify=notice)
             await extractor.drain(timeout=_DRAIN_TIMEOUT)
         states.put(
