@@ -118,15 +118,21 @@ async def extract_session(
     """Save memories from the turns of ``transcript`` since its saved cursor, logging to
     ``log``; 0 when every run succeeded, 1 when one failed, 2 when none could start (no
     credentials for the provider). ``model`` is a model, a spec, or
-    None for the default (``$MEMDIR_MODEL``, then the provider whose key is set)."""
+    None for the default (``$MEMDIR_MODEL``, then the session's own model, then the
+    default of the provider whose key is set)."""
     from memdir._cli._common import NO_MODEL, close_model, missing_credentials, model_spec
     from memdir._cli._run import extract_transcript
     from memdir.models import resolve_model
     from memdir.store import MemoryDir
+    from memdir.transcripts import host_model
 
     owned = model is None or isinstance(model, str)  # a model passed in is the caller's
     if isinstance(model, str) or model is None:
-        spec = model_spec(model or None)
+        # The session's own model (a retired one replaced) when memdir can reach it.
+        host = host_model(transcript)
+        spec = model_spec(model or None, host=host)
+        if spec is not None and host is not None and spec.partition(":")[2] != host:
+            log.line(f"the session's model is {host}; memory runs on {spec}")
         missing = NO_MODEL if spec is None else missing_credentials(spec, base_url)
         if spec is None or missing is not None:
             log.line(f"extraction not started: {missing}")

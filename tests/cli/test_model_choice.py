@@ -170,3 +170,48 @@ def test_default_spec_for_a_transcript(tmp_path: Path) -> None:
     assert default_spec_for(transcript, {}) is None
     with_token = {"ANTHROPIC_AUTH_TOKEN": "t"}
     assert default_spec_for(transcript, with_token) == "anthropic:claude-opus-5-5"
+
+
+def test_the_hook_runs_memory_on_the_sessions_own_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook's API path, as ``extract`` does: the model of the session's own requests,
+    a retired one on its replacement (and the log says so)."""
+    import asyncio
+    import io
+
+    from memdir._hook_worker import HookLog, extract_session
+
+    monkeypatch.setattr(_table, "_today", lambda: datetime.date(2026, 12, 4))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    monkeypatch.delenv("MEMDIR_MODEL", raising=False)
+    for host, wanted in (
+        ("claude-opus-5-5", "claude-opus-5-5"),
+        ("claude-opus-4-0", "claude-opus-5-5"),
+    ):
+        session = load_transcript(session_with_model(tmp_path / f"{host}.jsonl", host))
+        stream = io.StringIO()
+        with FakeAnthropicServer(handler=lambda body: "Nothing to save.") as server:
+            status = asyncio.run(
+                extract_session(session, tmp_path / host, HookLog(stream), base_url=server.base_url)
+            )
+            asked = {r.body["model"] for r in server.requests}
+        assert (status, asked) == (0, {wanted}), stream.getvalue()
+        retired_note = f"the session's model is {host}; memory runs on anthropic:{wanted}"
+        assert (retired_note in stream.getvalue()) == (host != wanted)
+
+
+def test_a_worker_runs_a_retired_host_model_on_its_replacement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A job shipped by a host still naming a retired model runs on the model that
+    replaced it, not on the worker's default (needs no database)."""
+    from memdir._cli._queue import _Models
+    from memdir.models import OfflineModel
+
+    monkeypatch.setattr(_table, "_today", lambda: datetime.date(2026, 12, 4))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    models = _Models(OfflineModel(), None)
+    assert models("anthropic:claude-opus-4-0").name == "anthropic:claude-opus-5-5"
+    assert models("anthropic:claude-opus-5-5").name == "anthropic:claude-opus-5-5"
+    assert isinstance(models(None), OfflineModel)

@@ -32,7 +32,7 @@ from memdir._cli._common import (
 from memdir._cli._run import memory_format
 from memdir.errors import MemdirError
 from memdir.extract import ExtractConfig
-from memdir.models import Model, resolve_model
+from memdir.models import Model, in_service, resolve_model
 from memdir.telemetry import JsonlSink, LoggingSink, Sink, fan_out
 
 if TYPE_CHECKING:
@@ -88,7 +88,8 @@ class _Models:
         model = self._by_name.get(name)
         if model is None:
             try:
-                model = resolve_model(name, base_url=self._base_url)
+                # A retired host model runs on its replacement, as in `extract`.
+                model = resolve_model(in_service(name), base_url=self._base_url)
             except MemdirError:
                 model = self._default  # a spec this machine cannot call: run standalone-ish
             self._by_name[name] = model
