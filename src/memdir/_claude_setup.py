@@ -517,12 +517,18 @@ def check_model(
     source = "--model in the hook's command"
     if spec is None and env.get("MEMDIR_MODEL"):
         spec, source = env["MEMDIR_MODEL"], "MEMDIR_MODEL"
+    from memdir.models._table import DEFAULT_ANTHROPIC_MODEL, retirement
+
     if spec is None:
         return Finding(
             check="model",
             ok=True,
-            message="memdir's default (no --model in the hook, no MEMDIR_MODEL)",
+            message="the session's own model (a retired one on its replacement), else "
+            f"{DEFAULT_ANTHROPIC_MODEL} (no --model in the hook, no MEMDIR_MODEL)",
         )
+    retired = retirement(spec) if ":" in spec else None
+    if retired is not None:
+        return Finding(check="model", ok=False, message=f"{retired} ({source})")
     provider = spec.partition(":")[0]
     if provider not in ("anthropic", "openai", "offline") or (
         provider != "offline" and not spec.partition(":")[2]

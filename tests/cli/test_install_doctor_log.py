@@ -705,3 +705,25 @@ def test_doctor_needs_no_credentials_for_an_offline_hook(
     assert code == 0, found
     assert found["credentials"]["message"].startswith("none needed")
     assert found["model"]["message"] == "offline (--model in the hook's command)"
+
+
+def test_doctor_refuses_a_retired_model_naming_its_replacement(
+    project: Path, user_settings: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import datetime
+
+    from memdir.models import _table
+
+    monkeypatch.setattr(_table, "_today", lambda: datetime.date(2026, 12, 4))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    install_hook(user_settings, f"{hook_command()} --model anthropic:claude-sonnet-4-5")
+    code, found, _ = doctor(project)
+    assert code == 1
+    assert found["model"]["ok"] is False
+    assert (
+        "retired on November 30, 2026; use anthropic:claude-sonnet-5-5"
+        in (found["model"]["message"])
+    )
+    install_hook(user_settings, hook_command())
+    code, found, _ = doctor(project)
+    assert found["model"]["message"].startswith("the session's own model")
