@@ -61,6 +61,9 @@ def test_dry_run_prints_the_runs_tokens_and_cost_and_sends_and_writes_nothing(
     assert first["input_tokens"] == sum(r["input_tokens"] for r in first["runs"]) > 0
     assert first["estimated_cost"] > 0
     assert first["cost_unit"] == "input-token equivalents"
+    # Sonnet's list price: $3 per million uncached input tokens.
+    assert first["estimated_usd"] == round(first["estimated_cost"] * 3 / 1_000_000, 4)
+    assert f"(~${first['estimated_usd']:,.2f} at list prices)" in out
 
 
 def test_the_planned_runs_are_the_ones_extract_then_makes(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from memdir._cli._run import (
     session_of,
 )
 from memdir.messages import Message, TextBlock, messages_to_anthropic
-from memdir.models import Model, ModelRequest, ModelResponse, OfflineModel, Usage
+from memdir.models import Model, ModelRequest, ModelResponse, OfflineModel, Usage, model_family
 from memdir.state import StateFile
 from memdir.store import MemoryDir
 from memdir.store._trash import TRASH_DIR_NAME
@@ -118,6 +118,15 @@ class TranscriptPlan:
     def estimated_cost(self) -> float:
         return 0.0 if self.free else sum(r.estimated_cost for r in self.runs)
 
+    @property
+    def estimated_usd(self) -> float | None:
+        """:attr:`estimated_cost` in US dollars at the model's list price for an input
+        token (None when the model table has no list price for it)."""
+        if self.free:
+            return 0.0
+        listed = model_family(self.model.partition(":")[2] or self.model).list_prices
+        return None if listed is None else self.estimated_cost * listed.input / 1_000_000
+
     def as_dict(self) -> dict[str, object]:
         return {
             "path": self.path,
@@ -126,6 +135,7 @@ class TranscriptPlan:
             "turns": self.turns,
             "input_tokens": self.input_tokens,
             "estimated_cost": round(self.estimated_cost, 1),
+            "estimated_usd": None if self.estimated_usd is None else round(self.estimated_usd, 4),
             "cost_unit": "none: the offline model calls no provider" if self.free else COST_UNIT,
             "runs": [vars(r) for r in self.runs],
         }
@@ -229,6 +239,7 @@ def describe(plans: Sequence[TranscriptPlan], *, most: int = 20) -> str:
             "no cost (the offline model calls no provider)"
             if plan.free
             else f"estimated cost ~{plan.estimated_cost:,.0f} {COST_UNIT} at {plan.model}"
+            + (f" (~${plan.estimated_usd:,.2f} at list prices)" if plan.estimated_usd else "")
         )
         lines.append(f"{plan.path} -> {plan.memory_dir}")
         lines.append(
