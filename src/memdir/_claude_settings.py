@@ -133,7 +133,7 @@ def read_settings(path: Path) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
@@ -225,10 +225,12 @@ def _flag_settings(env: Mapping[str, str]) -> SettingsSource | None:
     if value.strip().startswith("{"):
         try:
             parsed = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         settings = parsed if isinstance(parsed, dict) else None
-        where = f"claude --settings {value.strip()}"
+        # Not the JSON itself: it may carry keys (an ``env`` block), and ``where`` goes
+        # into the hook's log and doctor's report.
+        where = "claude --settings <inline JSON>"
     else:
         try:
             cwd = os.readlink(f"{proc}/cwd")

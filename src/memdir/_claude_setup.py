@@ -75,9 +75,8 @@ HOOK_LOG_NAME = ".memdir/hook.log"
 # ``memdir``, a path ending in it (quoted or not), or ``python -m memdir``.
 _MEMDIR_HOOK = re.compile(r"(?:^|[\s/'\"])memdir['\"]?\s+hook\s+claude-code(?:\s|$)")
 # What the hook's worker logs when a run, or the whole extraction, did not go through.
-_FAILURE = re.compile(
-    r"^(?:extraction failed|run failed|extraction not started|no model can)|\bcannot\b"
-)
+# Anchored at the start: a saved memory's name may hold any word ("cannot", "failed").
+_FAILURE = re.compile(r"^(?:extraction failed|run failed|extraction not started|no model can)")
 _OFF = "memory is off"
 # Seconds ``memdir --version`` may take: a cold start on a loaded machine, with margin.
 _START_TIMEOUT = 60.0
@@ -190,6 +189,15 @@ def _is_memdir_entry(entry: object) -> bool:
     return isinstance(entry, dict) and is_memdir_hook(entry.get("command"))
 
 
+def _options(entry: dict[str, Any]) -> str:
+    """What follows ``hook claude-code`` in a memdir entry's command (its options),
+    with the space before it."""
+    command = str(entry.get("command", ""))
+    found = _MEMDIR_HOOK.search(command)
+    tail = command[found.end() :].strip() if found is not None else ""
+    return f" {tail}" if tail else ""
+
+
 def _drop_memdir_entries(stop: list[Any], keep: dict[str, Any] | None) -> bool:
     """Remove memdir's entries from the Stop groups; with ``keep``, the first one is
     replaced by it in place instead. Groups left empty by the removal go too. Returns
@@ -204,8 +212,9 @@ def _drop_memdir_entries(stop: list[Any], keep: dict[str, Any] | None) -> bool:
             if not _is_memdir_entry(entry):
                 kept.append(entry)
             elif keep is not None and not placed:
-                # Options the user added to the entry (a timeout, say) stay.
-                kept.append({**entry, **keep})
+                # Options the user added to the entry (a timeout, say) stay, and so do
+                # the hook's own options in the old command (--memory-dir, --model, …).
+                kept.append({**entry, **keep, "command": keep["command"] + _options(entry)})
                 placed = True
         if kept:
             group["hooks"] = kept
@@ -337,8 +346,18 @@ def find_hooks(
     return hooks
 
 
-def _runnable(command: str, env: Mapping[str, str]) -> str | None:
-    """Why ``command``'s program cannot be started by Claude Code, or None."""
+_TRUSTED_SCOPES = frozenset({"user", "managed"})
+"""Settings whose hook programs memdir may start to check them: a project's own files
+(``.claude/settings.json``, ``settings.local.json``) come with whatever was cloned, and
+Claude Code runs their hooks only once the user has trusted the folder."""
+
+
+def _runnable(command: str, env: Mapping[str, str], *, start: bool = True) -> str | None:
+    """Why ``command``'s program cannot be started by Claude Code, or None.
+
+    With ``start``, the program is also run (``--version``, in this process's own
+    environment: a settings file's ``env`` is not applied to what memdir starts);
+    without, it is only looked at."""
     try:
         words = shlex.split(command)
     except ValueError:
@@ -358,7 +377,7 @@ def _runnable(command: str, env: Mapping[str, str]) -> str | None:
         return f"{program} does not exist (memdir moved or was uninstalled?)"
     elif not os.access(program, os.X_OK):
         return f"{program} is not executable"
-    return _starts(words, program, env)
+    return _starts(words, program, os.environ) if start else None
 
 
 def _starts(words: list[str], program: str, env: Mapping[str, str]) -> str | None:
@@ -415,7 +434,10 @@ def check_hook(project: str | os.PathLike[str], env: Mapping[str, str] | None = 
                 ok=False,
                 message=f"disableAllHooks is true in {source.where} ({source.scope} settings)",
             )
-    problems = [(hook, _runnable(hook.command, env)) for hook in hooks]
+    problems = [
+        (hook, _runnable(hook.command, env, start=hook.scope in _TRUSTED_SCOPES))
+        for hook in hooks
+    ]
     broken = [f"{hook.where}: {why}" for hook, why in problems if why is not None]
     if broken:
         return Finding(check="hook", ok=False, message="; ".join(broken))

@@ -26,6 +26,7 @@ from memdir._claude_setup import (
     is_memdir_hook,
     memdir_command,
     read_runs,
+    uninstall_hook,
 )
 from memdir._cli import cli
 from memdir.store import default_memory_dir
@@ -155,7 +156,8 @@ def test_install_replaces_an_older_memdir_hook_where_it_stands(
     assert stop == [
         {
             "hooks": [
-                {"type": "command", "command": hook_command(), "timeout": 30},
+                # The old hook's own options (--model offline) stay with the new path.
+                {"type": "command", "command": f"{hook_command()} --model offline", "timeout": 30},
                 {"type": "command", "command": "notify-send done"},
             ]
         }
@@ -636,6 +638,11 @@ def test_the_readme_installs_from_the_source_tree() -> None:
     [
         (["--settings", '{"autoMemoryEnabled": false}'], "claude --settings"),
         (['--settings={"autoMemoryEnabled": false}'], "claude --settings"),
+        # Inline settings may hold a key: the reason (logged, printed) names them only.
+        (
+            ["--settings", '{"autoMemoryEnabled": false, "env": {"ANTHROPIC_API_KEY": "sk-x"}}'],
+            "claude --settings <inline JSON>",
+        ),
         (["--settings", "off.json"], "off.json (claude --settings)"),
         (["--settings", '{"autoMemoryEnabled": true}'], None),
         (["--", "--settings", '{"autoMemoryEnabled": false}'], None),
@@ -669,6 +676,7 @@ def test_claudes_command_line_is_read_from_its_process(
     else:
         assert reason is not None
         assert off in reason
+        assert "sk-x" not in reason
 
 
 def test_doctor_runs_the_hooks_memdir(
@@ -724,6 +732,56 @@ def test_doctor_refuses_a_retired_model_naming_its_replacement(
         "retired on November 30, 2026; use anthropic:claude-sonnet-5-5"
         in (found["model"]["message"])
     )
+    uninstall_hook(user_settings)  # a new install keeps the old entry's --model
     install_hook(user_settings, hook_command())
     code, found, _ = doctor(project)
     assert found["model"]["message"].startswith("the session's own model")
+
+
+def test_doctor_and_install_start_nothing_a_cloned_project_brings(
+    project: Path, tmp_path: Path
+) -> None:
+    """A project's own settings come with the clone: memdir may look at the hook they
+    name, never run it, and never start anything with their ``env``."""
+    marker = tmp_path / "ran"
+    evil = project / "evil"
+    evil.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    evil.chmod(0o755)
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text(
+        json.dumps(
+            {
+                "env": {"PYTHONPATH": str(planted)},
+                "hooks": {
+                    "Stop": [
+                        {"hooks": [{"type": "command", "command": f"{evil} hook claude-code"}]}
+                    ]
+                },
+            }
+        )
+    )
+    doctor(project)
+    install(project, "--dry-run")
+    assert not marker.exists()
+
+
+def test_the_log_tells_a_failed_run_by_its_first_words_not_a_memorys_name(tmp_path: Path) -> None:
+    from memdir._claude_setup import read_runs
+
+    memory = tmp_path / "memory"
+    (memory / ".memdir").mkdir(parents=True)
+    (memory / ".memdir" / "hook.log").write_text(
+        "2026-12-04T10:00:00Z started for /s.jsonl (pid 1)\n"
+        "2026-12-04T10:00:01Z session s: 1 turn(s), 1 run(s) (fork), 1 memory(ies) saved\n"
+        f"2026-12-04T10:00:01Z saved {memory}/user-cannot-eat-gluten.md\n"
+        "2026-12-04T10:01:00Z started for /s.jsonl (pid 2)\n"
+        "2026-12-04T10:01:01Z run failed (retried next time): HTTP 529 overloaded\n"
+    )
+    first, second = read_runs(memory)
+    assert (first.reason, second.reason) == (
+        None,
+        "run failed (retried next time): HTTP 529 overloaded",
+    )

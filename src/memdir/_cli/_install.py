@@ -98,9 +98,8 @@ def install_claude_code(
         return
     command = hook_command()
     change = install_hook(path, command, dry_run=dry_run)
-    env = hook_env(project)
     findings = [
-        command_finding(command, env),
+        command_finding(command),  # memdir's own absolute path, in this environment
         check_credentials(project),
         check_model(project, command=command),
         check_memory_folder(project, command=command),
