@@ -133,7 +133,9 @@ def _exe_of(pid: str) -> str | None:
             argv = cmdline.read().split(b"\0")
     except (OSError, ValueError):
         return None
-    if "claude" in os.path.basename(exe):
+    # The binary's own name, or a folder of its install (the native installer keeps
+    # versions as ``…/claude/versions/2.1.332``).
+    if "claude" in exe:
         return exe
     script = argv[1].decode(errors="replace") if len(argv) > 1 else ""
     return script if script and os.path.isabs(script) else None
@@ -172,14 +174,28 @@ def find_claude_code(env: Mapping[str, str]) -> str | None:
     return None
 
 
+def _missing_key(spec: str, base_url: str | None, env: Mapping[str, str]) -> str | None:
+    """Why the model ``spec`` named for the hook cannot run for lack of a key, or None
+    (the worker says what else may be wrong with it)."""
+    provider = spec.partition(":")[0]
+    if provider == "anthropic" and not any(env.get(name) for name in API_KEY_VARS):
+        return f"{spec} needs a key, and none of {', '.join(API_KEY_VARS)} is set"
+    reachable = base_url or env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL")
+    if provider == "openai" and not reachable:
+        return f"{spec} needs OPENAI_API_KEY (or a --base-url), and none is set"
+    return None
+
+
 def choose_backend(options: HookOptions, env: Mapping[str, str]) -> Backend:
     """What to extract with, never the offline engine unless it is asked for: the model
     given (``--model``, ``$MEMDIR_MODEL``), else the API when a key is in the
     environment, else the user's own Claude Code through the Agent SDK, else nothing."""
-    if options.model or env.get("MEMDIR_MODEL"):
-        return Backend("model")
-    # An OpenAI key has chosen OpenAI's API for memdir since before this backend.
-    if any(env.get(name) for name in (*API_KEY_VARS, "OPENAI_API_KEY")):
+    named = options.model or env.get("MEMDIR_MODEL")
+    if named:
+        missing = _missing_key(named, options.base_url, env)
+        return Backend("model") if missing is None else Backend("none", reason=missing)
+    # OpenAI's key or endpoint has chosen OpenAI's API for memdir since before this backend.
+    if any(env.get(name) for name in (*API_KEY_VARS, "OPENAI_API_KEY", "OPENAI_BASE_URL")):
         return Backend("api")
     if _sdk_spec() is None:
         return Backend(
@@ -298,5 +314,8 @@ def run(args: Sequence[str]) -> bool:
     except ValueError:
         _notice("stdin is not the hook's JSON; nothing done")
         return True
-    start(payload, options)
+    try:
+        start(payload, options)
+    except Exception as exc:  # the hook never fails the session, whatever it was given
+        _notice(f"nothing done: {type(exc).__name__}: {exc}")
     return True

@@ -301,7 +301,12 @@ class Choice:
         Choice({"ANTHROPIC_AUTH_TOKEN": "t"}, None, "api"),
         Choice({"MEMDIR_ANTHROPIC_API_KEY": "k"}, None, "api"),
         Choice({"OPENAI_API_KEY": "k"}, None, "api"),
+        Choice({"OPENAI_BASE_URL": "http://127.0.0.1:8000/v1"}, None, "api"),
         Choice({"ANTHROPIC_API_KEY": ""}, None, "claude-code"),
+        # A model named for the hook that cannot run is said at once, not only logged.
+        Choice({}, "anthropic:claude-opus-5-5", "none"),
+        Choice({"MEMDIR_MODEL": "openai:gpt-4.1-mini"}, None, "none"),
+        Choice({"ANTHROPIC_AUTH_TOKEN": "t"}, "anthropic:claude-opus-5-5", "model"),
     ],
 )
 def test_the_hook_chooses_the_api_only_with_a_key_and_else_claude_code(
@@ -534,3 +539,25 @@ def test_memdirs_own_key_is_never_handed_to_claude_code() -> None:
 
     env = fork_environment({"MEMDIR_ANTHROPIC_API_KEY": "memory-key", "CLAUDE_PID": "1", "A": "b"})
     assert env == {"A": "b", FORK_ENV: "1"}
+
+
+def test_the_quick_path_never_fails_the_session_whatever_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A settings file nested past the parser's depth is no settings; and whatever else
+    goes wrong in the quick path is one line on stderr, never an exception."""
+    import io
+
+    from memdir import _claude_settings, _hook_entry
+
+    deep = tmp_path / "settings.json"
+    deep.write_text("[" * 100_000)
+    assert _claude_settings.read_settings(deep) is None
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ValueError("embedded null byte")
+
+    monkeypatch.setattr(_hook_entry, "start", broken)
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"transcript_path": "/s.jsonl"}'))
+    assert _hook_entry.run(["--model", "offline"]) is True
+    assert capsys.readouterr().err == "memdir hook: nothing done: ValueError: embedded null byte\n"
