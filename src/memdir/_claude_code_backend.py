@@ -40,6 +40,7 @@ from memdir._cli._run import (
     RUN_LOCK,
     RUN_LOCK_TIMEOUT,
     TranscriptReport,
+    caught_up,
     completed_turn_ends,
     resume_index,
     session_of,
@@ -409,6 +410,7 @@ async def _extract_locked(
     states = StateFile(memory)
     session = session_of(transcript)
     saved = states.get(session)
+    transcript = await caught_up(transcript, saved.cursor)
     messages = transcript.messages
     start = resume_index(messages, saved.cursor)
     ends = [e for e in completed_turn_ends(messages) if e >= start]

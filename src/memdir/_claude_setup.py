@@ -435,8 +435,7 @@ def check_hook(project: str | os.PathLike[str], env: Mapping[str, str] | None = 
                 message=f"disableAllHooks is true in {source.where} ({source.scope} settings)",
             )
     problems = [
-        (hook, _runnable(hook.command, env, start=hook.scope in _TRUSTED_SCOPES))
-        for hook in hooks
+        (hook, _runnable(hook.command, env, start=hook.scope in _TRUSTED_SCOPES)) for hook in hooks
     ]
     broken = [f"{hook.where}: {why}" for hook, why in problems if why is not None]
     if broken:

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
 from memdir.models import AnthropicModel, RetryPolicy
 from memdir.recall import DEFAULT_SELECTOR_MODEL, select_relevant_memories
 from memdir.store import default_memory_dir
-from memdir.testing import FakeAnthropicServer
-from tests.claude_code._cli import ClaudeCli
+from memdir.testing import FakeAnthropicServer, Reply
+from tests.claude_code._cli import DEFAULT_TIMEOUT, ClaudeCli, is_agent_turn, side_reply
 
 QUERY = "which dataframe library should I use for the nightly job?"
 # Recall mode on, from the flag cache the CLI reads offline when told to.
@@ -60,7 +61,24 @@ def test_memdirs_selector_request_has_the_shape_of_claude_codes(claude_cli: Clau
         json.dumps({"cachedGrowthBookFeatures": FLAGS, "cachedFeatureFlags": FLAGS}),
         encoding="utf-8",
     )
-    run = claude_cli.run(QUERY, env_extra={"CLAUDE_CODE_GB_DISK_CACHE_WHEN_TELEMETRY_OFF": "1"})
+    # The CLI selects in parallel with the agent's turn and may end before its selector
+    # has asked: the turn is answered only once the selector's request is in.
+    selector_asked = threading.Event()
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if is_agent_turn(body):
+            selector_asked.wait(timeout=DEFAULT_TIMEOUT)
+            return "Done."
+        if "output_config" in body:
+            selector_asked.set()
+        return side_reply(body)
+
+    with FakeAnthropicServer(handler=answer) as server:
+        run = claude_cli.run(
+            QUERY,
+            env_extra={"CLAUDE_CODE_GB_DISK_CACHE_WHEN_TELEMETRY_OFF": "1"},
+            server=server,
+        )
     [theirs] = [r.body for r in run.side_requests if "output_config" in r.body]
 
     async def ours_against(url: str) -> None:

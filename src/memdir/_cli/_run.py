@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -15,7 +16,7 @@ from memdir.models import Model, OfflineModel
 from memdir.state import SessionState, StateFile
 from memdir.store import MemoryDir, MemoryFormat
 from memdir.telemetry import CollectingSink, Sink, fan_out
-from memdir.transcripts import Transcript
+from memdir.transcripts import Transcript, load_transcript
 
 # Runs of separate processes on one memory directory take turns: each reads the memory
 # files and writes them back, and two at once would each miss the other's changes.
@@ -106,6 +107,16 @@ def session_of(transcript: Transcript) -> str:
     return transcript.session_id or transcript.path.stem
 
 
+async def caught_up(transcript: Transcript, cursor: str | None) -> Transcript:
+    """``transcript``, read again from its file when the saved ``cursor`` is not in this
+    copy: a run for a later turn of the session (the hook of the next answer) went first
+    and read further than this copy goes. Starting the session over instead would save
+    its memories twice and move the cursor back."""
+    if cursor is None or resume_index(transcript.messages, cursor) or not transcript.path.is_file():
+        return transcript
+    return await asyncio.to_thread(load_transcript, transcript.path)
+
+
 def resume_index(messages: Sequence[Message], cursor: str | None) -> int:
     """Where a session's saved ``cursor`` (the id of the last message read) leaves off in
     ``messages``: the index after it, or 0 when there is none or it is no longer there."""
@@ -137,6 +148,7 @@ async def extract_transcript(
     states = StateFile(memory)
     session = session_of(transcript)
     saved = states.get(session)
+    transcript = await caught_up(transcript, saved.cursor)
     messages = transcript.messages
     start = resume_index(messages, saved.cursor)
     ends = [e for e in completed_turn_ends(messages) if e >= start]
@@ -176,12 +188,25 @@ async def extract_transcript(
             last_request_at=host.sent_at if last else None,
         )
         with memory.lock(RUN_LOCK, timeout=RUN_LOCK_TIMEOUT):
+            # Another run of the same session (the hook of a later turn) may have gone on
+            # since this one read the cursor: carry on from where it left off.
+            current = states.get(session)
+            if current.cursor != extractor.cursor:
+                done = resume_index(messages, current.cursor)
+                if current.cursor is not None and done == 0:
+                    break  # it read further than this copy of the transcript goes
+                extractor.restore(
+                    current.cursor, current.turns_since_run, covered_at=_epoch(current.updated)
+                )
+                if end < done:
+                    continue  # that run covered this turn
             extractor.on_turn_end(turn, notify=notice)
             await extractor.drain(timeout=_DRAIN_TIMEOUT)
-        states.put(
-            session,
-            SessionState(cursor=extractor.cursor, turns_since_run=extractor.turns_since_run),
-        )
+            # Saved before the lock goes, so that the next run reads where this one is.
+            states.put(
+                session,
+                SessionState(cursor=extractor.cursor, turns_since_run=extractor.turns_since_run),
+            )
         if on_turn is not None:
             on_turn()
     for event in collected.events:
