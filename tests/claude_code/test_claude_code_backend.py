@@ -143,7 +143,12 @@ def session(claude_binary: tuple[Path, str], tmp_path_factory: pytest.TempPathFa
     with FakeAnthropicServer(handler=answer) as server:
         run = cli.run(
             "I'm Ana, I lead the data platform team.",
-            settings=hook_settings(),
+            # Rules that let Claude Code itself allow the refused calls without asking:
+            # only memdir's own check before each tool call can stop them.
+            settings={
+                **hook_settings(),
+                "permissions": {"allow": ["Bash(rm:*)", "Write", "Edit"]},
+            },
             env_extra={**NO_KEYS, "PYTHONPATH": SRC},
             server=server,
         )
