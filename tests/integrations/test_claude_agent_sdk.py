@@ -89,3 +89,38 @@ def test_the_matcher_is_the_sdks() -> None:
     assert isinstance(matcher, HookMatcher)
     assert matcher.hooks == [hook]
     assert matcher.timeout == 30
+
+
+def test_claude_codes_memory_switch_leaves_the_session_alone(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    session = write_session(tmp_path / "s.jsonl", TURNS[:2], cwd=str(tmp_path))
+    env = {"HOME": str(tmp_path), "PATH": "", "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1"}
+    hook = MemdirStopHook(memory, model="offline", env=env)
+
+    async def main() -> dict[str, object]:
+        answer = await hook(stop(session, tmp_path), None, {"signal": None})
+        await hook.drain()
+        return answer
+
+    assert asyncio.run(main()) == {}
+    assert hook.results == []  # nothing started
+    assert not memory.exists()
+
+
+def test_a_model_that_cannot_run_is_shown_to_the_user(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    session = write_session(tmp_path / "s.jsonl", TURNS[:2], cwd=str(tmp_path))
+    env = {"HOME": str(tmp_path), "PATH": ""}  # no key for the model named
+    hook = MemdirStopHook(memory, model="anthropic:claude-opus-5-5", env=env)
+
+    async def main() -> dict[str, object]:
+        answer = await hook(stop(session, tmp_path), None, {"signal": None})
+        await hook.drain()
+        return answer
+
+    answer = asyncio.run(main())
+    assert "memdir saved no memories: anthropic:claude-opus-5-5 needs a key" in str(
+        answer["systemMessage"]
+    )
+    assert hook.results == [2]
+    assert not (memory / "user_role.md").exists()

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memdir._claude_setup import hook_memory_off
 from memdir._hook_entry import NO_MODEL_MESSAGE, HookOptions, choose_backend, job_from
 from memdir._hook_worker import (
     HookLog,
@@ -106,9 +107,17 @@ class MemdirStopHook:
         job = job_from(input_data, HookOptions(memory_dir=folder))
         if not isinstance(job, dict):
             return {}
+        env = os.environ if self.env is None else self.env
+        if hook_memory_off(job, env):  # Claude Code's memory is switched off for it
+            return {}
         task = asyncio.get_running_loop().create_task(self._extract(job))
         self._tasks.add(task)
         task.add_done_callback(self._finished)
+        named = self.model if isinstance(self.model, str) else None
+        if self.model is None or named is not None:
+            backend = choose_backend(HookOptions(model=named), env)
+            if backend.reason is not None:  # the run only logs why; the user is told
+                return {"systemMessage": NO_MODEL_MESSAGE.format(reason=backend.reason)}
         return {}
 
     def _finished(self, task: asyncio.Task[int]) -> None:
@@ -131,7 +140,12 @@ class MemdirStopHook:
             log = HookLog(handle)
             try:
                 env = os.environ if self.env is None else self.env
-                backend = choose_backend(HookOptions(), env) if self.model is None else None
+                named = self.model if isinstance(self.model, str) else None
+                backend = (
+                    choose_backend(HookOptions(model=named), env)
+                    if self.model is None or named is not None
+                    else None
+                )
                 if backend is not None and backend.reason is not None:
                     log.line(f"extraction not started: {backend.reason}")
                     log.line(NO_MODEL_MESSAGE.format(reason=backend.reason))
