@@ -298,3 +298,42 @@ def test_the_window_is_rendered_off_the_hosts_loop(
     loop_thread = asyncio.run(main())
     assert threads  # the window was rendered
     assert loop_thread not in threads
+
+
+def test_a_long_first_window_is_rendered_in_bounded_slices(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first run over a long conversation renders its window a bounded slice per call,
+    so no one call holds a thread (and through the GIL the host's loop) for the whole of
+    it; the window is the same as one call makes."""
+    from memdir.extract._standalone import RENDER_SLICE
+
+    messages = convo(1_000)  # 2,000 messages, all new: the first window takes them all
+    slices: list[int] = []
+    inner = RenderedConversation._render_slice
+
+    def recording(
+        self: RenderedConversation,
+        kept: dict[int, Message | None],
+        start: int,
+        stop: int,
+        cursor: int,
+    ) -> tuple[list[Message], int]:
+        slices.append(stop - start)
+        return inner(self, kept, start, stop, cursor)
+
+    monkeypatch.setattr(RenderedConversation, "_render_slice", recording)
+    model = ScriptedModel(["Nothing to save."])
+    ex = MemoryExtractor(tmp_path / "memory", model, ExtractConfig(mode="standalone"))
+
+    async def main() -> None:
+        ex.on_turn_end(TurnContext(messages=tuple(messages), cwd=str(tmp_path)))
+        await ex.drain()
+
+    asyncio.run(main())
+    assert slices
+    assert max(slices) <= RENDER_SLICE
+    assert sum(slices) == len(messages)
+    assert len(slices) == -(-len(messages) // RENDER_SLICE)
+    request = model.requests[0]
+    assert sum(1 for m in request.messages if m.text.startswith("question")) == 1_000

@@ -216,10 +216,9 @@ class Runner:
         headers, indexes, project = await asyncio.to_thread(self._read_state, cwd)
         end = len(messages)
         # Rendering a window (a first one can hold 100k tokens of conversation) is work
-        # for a worker thread: on the host's loop it would stall the host for it. Runs of
-        # one extractor never overlap, so nothing else touches the conversation meanwhile.
-        window = await asyncio.to_thread(
-            self.conversation.window,
+        # for worker threads, in slices: on the host's loop, or in one call holding the
+        # GIL, it would stall the host for it.
+        window = await self.conversation.render_window(
             cursor,
             end,
             window_tokens=self._config.window_tokens,
