@@ -500,7 +500,7 @@ class MemoryExtractor:
         """Run the memory agent from ``start`` to the end of the snapshot: one run, or, when
         a standalone run can only take part of it, one after another."""
         turn = pending.turn
-        cursor = start
+        cursor = begin = await self._skip_backlog(messages, start)
         runs = 0
         covered = 0
         memories: list[Path] = []
@@ -535,7 +535,7 @@ class MemoryExtractor:
             cursor = outcome.end
             started = time.monotonic()
         return Outcome(
-            status="ran" if cursor > start or runs else "failed",
+            status="ran" if cursor > begin or runs else "failed",
             start=start,
             end=cursor,
             message_count=covered,
@@ -543,6 +543,24 @@ class MemoryExtractor:
             memories=tuple(memories),
             error=error,
         )
+
+    async def _skip_backlog(self, messages: tuple[Message, ...], start: int) -> int:
+        """Where this turn's runs start: ``start``, or, past a backlog longer than
+        ``backlog_tokens``, its most recent part, the cursor moved past the rest."""
+        begin = await self._runner.backlog_start(messages, start)
+        if begin <= start:
+            return start
+        with self._lock:
+            self.cursor = messages[begin - 1].uuid
+        await self._save_position()
+        emit(
+            self.sink,
+            "extract.backlog_skipped",
+            message_count=begin - start,
+            tokens=self._runner.conversation.tokens_between(start, begin),
+            backlog_tokens=self.config.backlog_tokens,
+        )
+        return begin
 
     def _report(self, pending: PendingTurn, outcome: RunOutcome, started: float) -> list[Path]:
         """Report one run (``extract.run``, the notice); returns the memories it wrote."""

@@ -214,6 +214,13 @@ class RenderedConversation:
         them: every block whole, with its wire overhead."""
         return self._raw[end] - self._raw[start]
 
+    def start_of_last(self, tokens: int, start: int, end: int) -> int:
+        """The first index from ``start`` on such that the messages from it to ``end``
+        hold at most ``tokens`` estimated tokens (as rendered); ``end`` when one message
+        alone is more."""
+        floor = self._cumulative[end] - tokens
+        return bisect.bisect_left(self._cumulative, floor, start, end + 1)
+
     async def update(self, messages: Sequence[Message]) -> None:
         """Align with ``messages``, rendering what is new, in slices."""
         kept = self._kept(messages)
