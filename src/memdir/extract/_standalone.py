@@ -46,6 +46,7 @@ __all__ = [
     "RenderedConversation",
     "StandaloneWindow",
     "estimate_tokens",
+    "rendered_tokens",
     "standalone_system_prompt",
 ]
 
@@ -146,6 +147,13 @@ def _rendered_text(message: Message, limit: int) -> str | None:
     return text
 
 
+def rendered_tokens(message: Message, limit: int) -> int:
+    """Estimated tokens of ``message`` as a standalone run shows it (0 when it is left
+    out), tool results and inputs cut at ``limit`` characters."""
+    text = _rendered_text(message, limit)
+    return estimate_tokens(text) if text is not None else 0
+
+
 def render(message: Message, limit: int) -> Message | None:
     """``message`` as one text block, or None for what the memory agent need not see."""
     text = _rendered_text(message, limit)
@@ -232,9 +240,7 @@ class RenderedConversation:
         for index in range(kept, len(messages)):
             message = messages[index]
             self._messages.append(message)
-            text = _rendered_text(message, self._limit)
-            tokens = estimate_tokens(text) if text is not None else 0
-            self._cumulative.append(self._cumulative[-1] + tokens)
+            self._cumulative.append(self._cumulative[-1] + rendered_tokens(message, self._limit))
             self._raw.append(self._raw[-1] + _raw_tokens(message))
             if index % _CHECK_EVERY == 0 and time.perf_counter() - started > _SLICE_SECONDS:
                 await asyncio.sleep(0)
