@@ -18,7 +18,9 @@ two extractors never share any. ``on_turn_end`` reads the messages the turn adde
    since the last run, by another agent such as Claude Code's own extractor, whose writes
    leave no tool call in the transcript → as in 3 (checked off the loop, once a run is
    due);
-6. scan the memory directory, build the prompt, run the fork;
+6. scan the memory directory, build the prompt, run the fork; past a backlog longer than
+   ``backlog_tokens`` (a first run over a long conversation), only its most recent part,
+   the cursor moved past the rest first (``extract.backlog_skipped``);
 7. only a fork that returned normally moves the cursor, to the last message of the
    snapshot the run started with; a failure leaves it for the next turn to retry.
 
