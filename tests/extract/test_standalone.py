@@ -4,6 +4,7 @@ conversation has grown."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import threading
 from pathlib import Path
@@ -298,3 +299,96 @@ def test_the_window_is_rendered_off_the_hosts_loop(
     loop_thread = asyncio.run(main())
     assert threads  # the window was rendered
     assert loop_thread not in threads
+
+
+def test_a_long_first_window_is_rendered_in_bounded_slices(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first run over a long conversation renders its window a bounded slice per call,
+    so no one call holds a thread (and through the GIL the host's loop) for the whole of
+    it; the window is the same as one call makes."""
+    from memdir.extract._standalone import RENDER_SLICE
+
+    messages = convo(1_000)  # 2,000 messages, all new: the first window takes them all
+    slices: list[int] = []
+    inner = RenderedConversation._render_slice
+
+    def recording(
+        self: RenderedConversation,
+        kept: dict[int, Message | None],
+        start: int,
+        stop: int,
+        cursor: int,
+    ) -> tuple[list[Message], int]:
+        slices.append(stop - start)
+        return inner(self, kept, start, stop, cursor)
+
+    monkeypatch.setattr(RenderedConversation, "_render_slice", recording)
+    model = ScriptedModel(["Nothing to save."])
+    ex = MemoryExtractor(tmp_path / "memory", model, ExtractConfig(mode="standalone"))
+
+    async def main() -> None:
+        ex.on_turn_end(TurnContext(messages=tuple(messages), cwd=str(tmp_path)))
+        await ex.drain()
+
+    asyncio.run(main())
+    assert slices
+    assert max(slices) <= RENDER_SLICE
+    assert sum(slices) == len(messages)
+    assert len(slices) == -(-len(messages) // RENDER_SLICE)
+    request = model.requests[0]
+    assert sum(1 for m in request.messages if m.text.startswith("question")) == 1_000
+
+
+def test_a_first_run_covers_only_the_most_recent_part_of_a_long_backlog(tmp_path: Path) -> None:
+    """A first run over a long conversation bills at most ``backlog_tokens`` of it (100k
+    by default), not the whole history: the older messages are skipped, the cursor moves
+    past them, and the skip is reported."""
+    seen: list[str] = []
+
+    async def answer(request: ModelRequest) -> str:
+        count = int(request.messages[-1].text.split("the last ~")[1].split(" ")[0])
+        seen.extend(m.text for m in request.messages[-1 - count : -1])
+        return "Nothing to save."
+
+    messages = convo(300, size=2_000)  # 600 messages of ~500 tokens: ~300k tokens
+    sink = CollectingSink()
+    ex = MemoryExtractor(tmp_path / "memory", FunctionModel(answer), sink=sink)
+
+    async def main() -> None:
+        ex.on_turn_end(TurnContext(messages=tuple(messages), cwd=str(tmp_path)))
+        await ex.drain()
+
+    asyncio.run(main())
+    assert ExtractConfig().backlog_tokens == 100_000
+    (skipped,) = sink.named("extract.backlog_skipped")
+    skip = int(skipped.fields["message_count"])
+    assert 380 <= skip <= 420  # two thirds of ~300k tokens
+    assert int(skipped.fields["tokens"]) > 190_000
+    runs = sink.named("extract.run")
+    assert sum(int(r.fields["message_count"]) for r in runs) == len(messages) - skip
+    assert seen == [m.text for m in messages[skip:]]  # the most recent part, each once
+    assert sum(len(t) for t in seen) // 4 <= 100_000
+    assert ex.cursor == messages[-1].uuid
+
+
+def test_backlog_none_covers_the_whole_backlog_in_bounded_runs(tmp_path: Path) -> None:
+    """``backlog_tokens`` bounds what a turn covers; None covers everything, a run's
+    budget at a time."""
+    messages = convo(60, size=400)  # 120 messages of ~100 tokens
+    small = ExtractConfig(context_budget_tokens=2_500, window_tokens=500, backlog_tokens=5_000)
+    whole = dataclasses.replace(small, backlog_tokens=None)
+    for config, covered in ((small, range(40, 56)), (whole, range(len(messages), 121))):
+        sink = CollectingSink()
+        model = FunctionModel(lambda request: "Nothing to save.")
+        ex = MemoryExtractor(tmp_path / str(config.backlog_tokens), model, config, sink=sink)
+
+        async def main(ex: MemoryExtractor = ex) -> None:
+            ex.on_turn_end(TurnContext(messages=tuple(messages), cwd=str(tmp_path)))
+            await ex.drain()
+
+        asyncio.run(main())
+        runs = sink.named("extract.run")
+        assert sum(int(r.fields["message_count"]) for r in runs) in covered
+        assert ex.cursor == messages[-1].uuid
+        assert bool(sink.named("extract.backlog_skipped")) == (config is small)

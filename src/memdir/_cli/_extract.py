@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +26,7 @@ from memdir._cli._common import (
     print_json,
     team_option,
 )
-from memdir._cli._plan import describe, new_turns, plan_extraction
+from memdir._cli._plan import describe, new_turns, plan_extraction, skipped
 from memdir._cli._run import TranscriptReport, completed_turn_ends, extract_transcript
 from memdir.errors import TranscriptError
 from memdir.models import Model, OfflineModel, RetryPolicy
@@ -61,6 +63,40 @@ class _StopWhenUnreachable:
             raise _UnreachableError(self.reason)
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+
+
+def parse_since(value: str, now: datetime.datetime | None = None) -> datetime.datetime:
+    """``--since``'s value as a moment with a time zone: a duration back from ``now``
+    (``90m``, ``12h``, ``7d``, ``2w``) or an ISO-8601 date or time (``2026-12-01``,
+    ``2026-12-01T09:30``, ``…Z``), local time when it names no zone."""
+    text = value.strip()
+    match = _DURATION.fullmatch(text)
+    if match:
+        now = now or datetime.datetime.now(datetime.UTC)
+        return now - datetime.timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is neither a duration (90m, 12h, 7d, 2w) nor a date (2026-12-01)"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.astimezone()
+
+
+def _since(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> datetime.datetime | None:
+    """``--since``'s value read by :func:`parse_since`; a usage error when it is neither."""
+    if value is None:
+        return None
+    try:
+        return parse_since(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
 LARGE_BACKFILL_TURNS = 200
 """More new turns than this, with someone at a terminal, and extract asks first."""
 
@@ -77,9 +113,10 @@ def _confirm_backfill(
     every: int,
     batch: bool,
     team: bool,
+    since: datetime.datetime | None,
 ) -> None:
     """Show what a large backfill would send and cost, and stop unless the user agrees."""
-    plans = asyncio.run(plan_extraction(targets, every=every, batch=batch, team=team))
+    plans = asyncio.run(plan_extraction(targets, every=every, batch=batch, team=team, since=since))
     click.echo(describe(plans, most=5), err=True)
     names = ", ".join(dict.fromkeys(model.name for _, _, model in targets))
     runs = sum(len(p.runs) for p in plans)
@@ -87,7 +124,10 @@ def _confirm_backfill(
     if not click.confirm(
         f"Send {runs} run(s), ~{tokens:,} input tokens, to {names}?", default=False, err=True
     ):
-        fail("not extracting: nothing was sent (--yes skips this question)")
+        fail(
+            "not extracting: nothing was sent (--yes skips this question; --since 7d "
+            "reads only the last week)"
+        )
 
 
 def _progress(total: int, enabled: bool) -> tuple[Any, Callable[[], object]]:
@@ -150,6 +190,10 @@ def _summary(report: TranscriptReport) -> str:
         lines.append(f"  {report.errors} run(s) failed{why}; those turns will be retried next time")
         if len(reasons) > 1:
             lines.extend(f"    {reason}" for reason in reasons)
+    if report.skipped_messages:
+        lines.append(
+            f"  {skipped(report.skipped_messages, report.skipped_turns, report.skipped_why)}"
+        )
     for line, reason in report.skipped_lines:
         lines.append(f"  skipped line {line}: {reason}")
     lines.extend(f"  saved {path}" for path in report.saved_paths)
@@ -172,6 +216,13 @@ def _summary(report: TranscriptReport) -> str:
     help="Print the runs it would make, their tokens and estimated cost; send and write nothing.",
 )
 @click.option(
+    "--since",
+    metavar="DURATION|DATE",
+    callback=_since,
+    help="Read only turns from this time on (7d, 12h, 2026-12-01); older ones are skipped "
+    "and the cursor moves past them.",
+)
+@click.option(
     "--yes",
     "-y",
     is_flag=True,
@@ -188,6 +239,7 @@ def extract_command(
     batch: bool,
     team: bool,
     dry_run: bool,
+    since: datetime.datetime | None,
     yes: bool,
     quiet: bool,
     as_json: bool,
@@ -204,6 +256,10 @@ def extract_command(
     (in input-token equivalents of the model: cached reads cost less, output more), and
     sends and writes nothing. At a terminal, a backfill of more than 200 new turns shows
     that plan and asks first (--yes does not ask); without a terminal it goes ahead.
+
+    --since DURATION|DATE reads only the turns from then on (a Claude Code transcript
+    stamps every message): the older ones are skipped, the cursor moves past them, and
+    the output says how many. Without it, everything past the cursor is read.
     """
     loaded: list[Transcript] = []
     for path in transcripts:
@@ -219,17 +275,19 @@ def extract_command(
         for t, model in zip(loaded, chosen, strict=True)
     ]
     if dry_run:
-        plans = asyncio.run(plan_extraction(targets, every=every, batch=batch, team=team))
+        plans = asyncio.run(
+            plan_extraction(targets, every=every, batch=batch, team=team, since=since)
+        )
         asyncio.run(models.aclose())
         if as_json:
             print_json({"dry_run": True, "transcripts": [p.as_dict() for p in plans]})
         else:
             click.echo(describe(plans))
         return
-    large = sum(new_turns(t, m) for t, m, _ in targets) > LARGE_BACKFILL_TURNS
+    large = sum(new_turns(t, m, since=since) for t, m, _ in targets) > LARGE_BACKFILL_TURNS
     paid = any(not isinstance(model, OfflineModel) for model in chosen)
     if large and not yes and paid and _interactive():
-        _confirm_backfill(targets, every=every, batch=batch, team=team)
+        _confirm_backfill(targets, every=every, batch=batch, team=team, since=since)
     total = sum(len(completed_turn_ends(t.messages)) for t in loaded)
     show_bar = sys.stderr.isatty() and not (quiet or as_json)
     progress, advance = _progress(total, show_bar)
@@ -256,6 +314,10 @@ def extract_command(
                         team=team,
                         sink=watch,
                         on_turn=after_turn,
+                        since=since,
+                        # A person ran this and saw what it costs (or bounded it with
+                        # --since): the whole backlog is read, not only its recent part.
+                        backlog_tokens=None,
                     )
                 )
         finally:

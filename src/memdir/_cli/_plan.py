@@ -18,6 +18,7 @@ prices that turn as a standalone run, the dearer way when the host's cache is wa
 
 from __future__ import annotations
 
+import datetime
 import json
 import shutil
 import tempfile
@@ -30,6 +31,7 @@ from memdir._cli._run import (
     extract_transcript,
     resume_index,
     session_of,
+    skip_before,
 )
 from memdir.messages import Message, TextBlock, messages_to_anthropic
 from memdir.models import Model, ModelRequest, ModelResponse, OfflineModel, Usage, model_family
@@ -109,6 +111,11 @@ class TranscriptPlan:
     runs: list[PlannedRun] = field(default_factory=list)
     free: bool = False
     """The offline model calls no provider: nothing is paid, whatever the tokens."""
+    skipped_messages: int = 0
+    """Messages past the cursor that would be left unread (``--since``), the cursor moved
+    past them."""
+    skipped_turns: int = 0
+    skipped_why: str = ""
 
     @property
     def input_tokens(self) -> int:
@@ -133,6 +140,8 @@ class TranscriptPlan:
             "memory_dir": self.memory_dir,
             "model": self.model,
             "turns": self.turns,
+            "skipped_messages": self.skipped_messages,
+            "skipped_turns": self.skipped_turns,
             "input_tokens": self.input_tokens,
             "estimated_cost": round(self.estimated_cost, 1),
             "estimated_usd": None if self.estimated_usd is None else round(self.estimated_usd, 4),
@@ -170,11 +179,14 @@ class _Notes:
         self.turn += 1
 
 
-def new_turns(transcript: Transcript, memory: MemoryDir) -> int:
-    """How many completed turns of ``transcript`` are past its saved cursor (reads only)."""
+def new_turns(
+    transcript: Transcript, memory: MemoryDir, *, since: datetime.datetime | None = None
+) -> int:
+    """How many completed turns of ``transcript`` are past its saved cursor, and not older
+    than ``since`` (reads only)."""
     cursor = StateFile(memory).get(session_of(transcript)).cursor if memory.root.is_dir() else None
     messages = transcript.messages
-    start = resume_index(messages, cursor)
+    start = skip_before(messages, resume_index(messages, cursor), since=since).start
     return sum(1 for end in completed_turn_ends(messages) if end >= start)
 
 
@@ -196,9 +208,11 @@ async def plan_extraction(
     every: int,
     batch: bool,
     team: bool,
+    since: datetime.datetime | None = None,
 ) -> list[TranscriptPlan]:
-    """What ``extract`` would do for each ``(transcript, memory, model)``: nothing is
-    sent, and nothing under the memory directories is written."""
+    """What ``extract`` would do for each ``(transcript, memory, model)``, from the turns
+    not older than ``since``: nothing is sent, and nothing under the memory directories
+    is written."""
     plans: list[TranscriptPlan] = []
     with tempfile.TemporaryDirectory(prefix="memdir-dry-run-") as scratch:
         for number, (transcript, memory, model) in enumerate(targets):
@@ -208,11 +222,11 @@ async def plan_extraction(
                 path=str(transcript.path),
                 memory_dir=str(memory.root),
                 model=model.name,
-                turns=new_turns(transcript, memory),
+                turns=new_turns(transcript, memory, since=since),
                 free=isinstance(model, OfflineModel),
             )
             notes = _Notes(plan)
-            await extract_transcript(
+            report = await extract_transcript(
                 transcript,
                 copy,
                 recorder,
@@ -221,7 +235,12 @@ async def plan_extraction(
                 team=team,
                 sink=notes.event,
                 on_turn=notes.turn_done,
+                since=since,
+                backlog_tokens=None,
             )
+            plan.skipped_messages = report.skipped_messages
+            plan.skipped_turns = report.skipped_turns
+            plan.skipped_why = report.skipped_why
             if batch and plan.runs:
                 for run in plan.runs:
                     run.turn = plan.turns
@@ -246,6 +265,10 @@ def describe(plans: Sequence[TranscriptPlan], *, most: int = 20) -> str:
             f"  turns {plan.turns} · runs {len(plan.runs)}{f' ({split})' if split else ''}"
             f" · ~{plan.input_tokens:,} input tokens · {cost}"
         )
+        if plan.skipped_messages:
+            lines.append(
+                f"  {skipped(plan.skipped_messages, plan.skipped_turns, plan.skipped_why)}"
+            )
         for run in plan.runs[:most]:
             price = "" if plan.free else f", ~{run.estimated_cost:,.0f}"
             lines.append(
@@ -255,3 +278,11 @@ def describe(plans: Sequence[TranscriptPlan], *, most: int = 20) -> str:
         if len(plan.runs) > most:
             lines.append(f"  … {len(plan.runs) - most} more run(s); --json lists them all")
     return "\n".join(lines)
+
+
+def skipped(messages: int, turns: int, why: str) -> str:
+    """The line that says which messages were (or would be) left unread."""
+    return (
+        f"skipped {messages:,} message(s), {turns:,} turn(s), {why}: "
+        "the cursor moves past them (the first run may show their end as context)"
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import itertools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from memdir._cli._recorded import recorded_host
 from memdir.extract import ExtractConfig, MemoryExtractor, MemorySaved, TurnContext
 from memdir.extract._planner import Mode
+from memdir.extract._standalone import rendered_tokens
 from memdir.messages import Message
 from memdir.models import Model, OfflineModel
 from memdir.state import SessionState, StateFile
@@ -66,6 +68,13 @@ class TranscriptReport:
     usage_estimated: bool = False
     """The token figures are estimates of what the request would take: the offline model
     calls no provider, so nobody spent them."""
+    skipped_messages: int = 0
+    """Messages past the cursor left unread, the cursor moved past them: older than
+    ``--since``, or beyond the backlog policy (see :class:`Skip`)."""
+    skipped_turns: int = 0
+    """The completed turns among :attr:`skipped_messages`."""
+    skipped_why: str = ""
+    """Why they were skipped, for people (empty when none was)."""
 
     @property
     def cache_share(self) -> float:
@@ -126,6 +135,73 @@ def resume_index(messages: Sequence[Message], cursor: str | None) -> int:
     return found[-1] + 1 if found else 0
 
 
+_DEFAULT_BACKLOG = ExtractConfig().backlog_tokens
+_RENDER_LIMIT = ExtractConfig().tool_result_chars
+
+
+@dataclass(frozen=True, kw_only=True)
+class Skip:
+    """Where a transcript's extraction starts past its cursor, and why."""
+
+    start: int
+    """The index of the first message read (the cursor's own start when nothing is
+    skipped); always the start of a turn."""
+    why: str = ""
+
+
+def _aware(stamp: datetime.datetime) -> datetime.datetime:
+    """``stamp`` with a time zone, local time when it has none (as Claude Code's are)."""
+    return stamp if stamp.tzinfo is not None else stamp.astimezone()
+
+
+def _turn_starts(start: int, ends: Sequence[int]) -> list[int]:
+    return [start, *(e + 1 for e in ends[:-1])]
+
+
+def skip_before(
+    messages: Sequence[Message],
+    start: int,
+    *,
+    since: datetime.datetime | None = None,
+    backlog_tokens: int | None = None,
+) -> Skip:
+    """Where extraction from ``start`` begins: at the first turn with a message written at
+    or after ``since``, and, when the turns past the cursor hold more than
+    ``backlog_tokens`` (estimated as the extractor estimates them), at the first whole
+    turn of the most recent ``backlog_tokens``; the session's last turn is always read.
+    Messages that say nothing of when they were written are read."""
+    ends = [e for e in completed_turn_ends(messages) if e >= start]
+    if not ends:
+        return Skip(start=start)
+    starts = _turn_starts(start, ends)
+    begin, why = start, ""
+    if since is not None:
+        for first, end in zip(starts, ends, strict=True):
+            stamps = [_aware(m.timestamp) for m in messages[first : end + 1] if m.timestamp]
+            if not stamps or max(stamps) >= _aware(since):
+                begin = first
+                break
+        else:
+            begin = ends[-1] + 1
+        why = f"older than --since {_aware(since).isoformat(timespec='minutes')}"
+    if backlog_tokens is not None:
+        # Tokens before each message, counted from ``start``.
+        before = [
+            0,
+            *itertools.accumulate(rendered_tokens(m, _RENDER_LIMIT) for m in messages[start:]),
+        ]
+        total = before[-1]
+        if total > backlog_tokens:
+            # The first turn whose start leaves at most backlog_tokens to read.
+            cut = next(
+                (f for f in starts if total - before[f - start] <= backlog_tokens), starts[-1]
+            )
+            if cut > begin:
+                begin = cut
+                why = f"beyond the most recent ~{backlog_tokens:,} tokens of the backlog"
+    return Skip(start=begin, why=why if begin > start else "")
+
+
 async def extract_transcript(
     transcript: Transcript,
     memory: MemoryDir,
@@ -138,19 +214,27 @@ async def extract_transcript(
     sink: Sink | None = None,
     on_turn: Callable[[], object] | None = None,
     on_saved: Callable[[MemorySaved], object] | None = None,
+    since: datetime.datetime | None = None,
+    backlog_tokens: int | None = _DEFAULT_BACKLOG,
 ) -> TranscriptReport:
     """Run the extractor over the turns completed since the session's saved cursor.
 
     Turn by turn, as a live session would have been (``every`` throttles as
     ``every_n_turns`` does); with ``batch`` one run covers everything new. The cursor is
     saved after every turn, so an interrupted run resumes where it stopped.
+
+    Turns older than ``since``, and, past a backlog of more than ``backlog_tokens``
+    (the extractor's default policy; None reads it all), its older turns, are skipped:
+    the cursor moves past them and the report says how many.
     """
     states = StateFile(memory)
     session = session_of(transcript)
     saved = states.get(session)
     transcript = await caught_up(transcript, saved.cursor)
     messages = transcript.messages
-    start = resume_index(messages, saved.cursor)
+    resumed = resume_index(messages, saved.cursor)
+    skip = skip_before(messages, resumed, since=since, backlog_tokens=backlog_tokens)
+    start = skip.start
     ends = [e for e in completed_turn_ends(messages) if e >= start]
     report = TranscriptReport(
         path=str(transcript.path),
@@ -159,12 +243,25 @@ async def extract_transcript(
         turns=len(ends),
         skipped_lines=[(s.line, s.reason) for s in transcript.skipped],
         usage_estimated=isinstance(model, OfflineModel),
+        skipped_messages=start - resumed,
+        skipped_turns=sum(1 for e in completed_turn_ends(messages) if resumed <= e < start),
+        skipped_why=skip.why,
     )
+    cursor = saved.cursor
+    if start > resumed:
+        # The skipped turns count as read: the next run starts after them.
+        cursor = messages[start - 1].uuid
+        saved = SessionState(cursor=cursor, turns_since_run=0, updated=saved.updated)
+        states.put(session, SessionState(cursor=cursor, turns_since_run=0))
     if not ends:
         return report
     collected = CollectingSink()
     config = ExtractConfig(
-        every_n_turns=1 if batch else every, team=team, mode=mode, memory_format=memory_format()
+        every_n_turns=1 if batch else every,
+        team=team,
+        mode=mode,
+        memory_format=memory_format(),
+        backlog_tokens=backlog_tokens,
     )
     extractor = MemoryExtractor(memory, model, config, sink=fan_out(collected, sink))
     extractor.restore(saved.cursor, saved.turns_since_run, covered_at=_epoch(saved.updated))

@@ -18,7 +18,9 @@ two extractors never share any. ``on_turn_end`` reads the messages the turn adde
    since the last run, by another agent such as Claude Code's own extractor, whose writes
    leave no tool call in the transcript → as in 3 (checked off the loop, once a run is
    due);
-6. scan the memory directory, build the prompt, run the fork;
+6. scan the memory directory, build the prompt, run the fork; past a backlog longer than
+   ``backlog_tokens`` (a first run over a long conversation), only its most recent part,
+   the cursor moved past the rest first (``extract.backlog_skipped``);
 7. only a fork that returned normally moves the cursor, to the last message of the
    snapshot the run started with; a failure leaves it for the next turn to retry.
 
@@ -500,7 +502,7 @@ class MemoryExtractor:
         """Run the memory agent from ``start`` to the end of the snapshot: one run, or, when
         a standalone run can only take part of it, one after another."""
         turn = pending.turn
-        cursor = start
+        cursor = begin = await self._skip_backlog(messages, start)
         runs = 0
         covered = 0
         memories: list[Path] = []
@@ -535,7 +537,7 @@ class MemoryExtractor:
             cursor = outcome.end
             started = time.monotonic()
         return Outcome(
-            status="ran" if cursor > start or runs else "failed",
+            status="ran" if cursor > begin or runs else "failed",
             start=start,
             end=cursor,
             message_count=covered,
@@ -543,6 +545,24 @@ class MemoryExtractor:
             memories=tuple(memories),
             error=error,
         )
+
+    async def _skip_backlog(self, messages: tuple[Message, ...], start: int) -> int:
+        """Where this turn's runs start: ``start``, or, past a backlog longer than
+        ``backlog_tokens``, its most recent part, the cursor moved past the rest."""
+        begin = await self._runner.backlog_start(messages, start)
+        if begin <= start:
+            return start
+        with self._lock:
+            self.cursor = messages[begin - 1].uuid
+        await self._save_position()
+        emit(
+            self.sink,
+            "extract.backlog_skipped",
+            message_count=begin - start,
+            tokens=self._runner.conversation.tokens_between(start, begin),
+            backlog_tokens=self.config.backlog_tokens,
+        )
+        return begin
 
     def _report(self, pending: PendingTurn, outcome: RunOutcome, started: float) -> list[Path]:
         """Report one run (``extract.run``, the notice); returns the memories it wrote."""

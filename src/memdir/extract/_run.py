@@ -200,6 +200,20 @@ class Runner:
         prices: Mapping[str, Prices] = self._config.prices
         return model_family(model.name, provider_of(model.name), prices=prices)
 
+    async def backlog_start(self, messages: Sequence[Message], cursor: int) -> int:
+        """Where runs over ``messages`` from ``cursor`` start under the backlog policy
+        (:attr:`ExtractConfig.backlog_tokens`): ``cursor``, or past the older messages
+        when more than the policy's tokens are unseen."""
+        limit = self._config.backlog_tokens
+        if limit is None or cursor >= len(messages):
+            return cursor
+        await self.conversation.update(messages)
+        end = len(messages)
+        if self.conversation.tokens_between(cursor, end) <= limit:
+            return cursor
+        # At least the last message is covered, however long it is.
+        return min(self.conversation.start_of_last(limit, cursor, end), end - 1)
+
     async def run(
         self,
         turn: TurnContext,
@@ -216,10 +230,9 @@ class Runner:
         headers, indexes, project = await asyncio.to_thread(self._read_state, cwd)
         end = len(messages)
         # Rendering a window (a first one can hold 100k tokens of conversation) is work
-        # for a worker thread: on the host's loop it would stall the host for it. Runs of
-        # one extractor never overlap, so nothing else touches the conversation meanwhile.
-        window = await asyncio.to_thread(
-            self.conversation.window,
+        # for worker threads, in slices: on the host's loop, or in one call holding the
+        # GIL, it would stall the host for it.
+        window = await self.conversation.render_window(
             cursor,
             end,
             window_tokens=self._config.window_tokens,

@@ -46,6 +46,7 @@ __all__ = [
     "RenderedConversation",
     "StandaloneWindow",
     "estimate_tokens",
+    "rendered_tokens",
     "standalone_system_prompt",
 ]
 
@@ -64,6 +65,10 @@ STATE_HEADING = "# Memory as it is now"
 _CHARS_PER_TOKEN = 4
 _SLICE_SECONDS = 0.001  # longest stretch of rendering before the event loop gets a turn
 _CHECK_EVERY = 32
+RENDER_SLICE = 256
+"""The most messages one call renders into a window (1-3 ms of work, bench/window_render.py):
+the rest wait for the next call, so a long first window never holds a thread, or the GIL,
+for long."""
 
 
 def standalone_system_prompt(instructions: str) -> str:
@@ -142,6 +147,13 @@ def _rendered_text(message: Message, limit: int) -> str | None:
     return text
 
 
+def rendered_tokens(message: Message, limit: int) -> int:
+    """Estimated tokens of ``message`` as a standalone run shows it (0 when it is left
+    out), tool results and inputs cut at ``limit`` characters."""
+    text = _rendered_text(message, limit)
+    return estimate_tokens(text) if text is not None else 0
+
+
 def render(message: Message, limit: int) -> Message | None:
     """``message`` as one text block, or None for what the memory agent need not see."""
     text = _rendered_text(message, limit)
@@ -210,6 +222,13 @@ class RenderedConversation:
         them: every block whole, with its wire overhead."""
         return self._raw[end] - self._raw[start]
 
+    def start_of_last(self, tokens: int, start: int, end: int) -> int:
+        """The first index from ``start`` on such that the messages from it to ``end``
+        hold at most ``tokens`` estimated tokens (as rendered); ``end`` when one message
+        alone is more."""
+        floor = self._cumulative[end] - tokens
+        return bisect.bisect_left(self._cumulative, floor, start, end + 1)
+
     async def update(self, messages: Sequence[Message]) -> None:
         """Align with ``messages``, rendering what is new, in slices."""
         kept = self._kept(messages)
@@ -221,9 +240,7 @@ class RenderedConversation:
         for index in range(kept, len(messages)):
             message = messages[index]
             self._messages.append(message)
-            text = _rendered_text(message, self._limit)
-            tokens = estimate_tokens(text) if text is not None else 0
-            self._cumulative.append(self._cumulative[-1] + tokens)
+            self._cumulative.append(self._cumulative[-1] + rendered_tokens(message, self._limit))
             self._raw.append(self._raw[-1] + _raw_tokens(message))
             if index % _CHECK_EVERY == 0 and time.perf_counter() - started > _SLICE_SECONDS:
                 await asyncio.sleep(0)
@@ -250,7 +267,34 @@ class RenderedConversation:
     ) -> StandaloneWindow:
         """The stretch a run sends: up to ``window_tokens`` before ``cursor``, from a start
         on a fixed grid of half that size, then new messages up to ``chunk_tokens`` (at
-        least one) but not past ``end``."""
+        least one) but not past ``end``. Rendered in one call; a run uses
+        :meth:`render_window`, which renders the same stretch in slices."""
+        start, stop = self._bounds(cursor, end, window_tokens, chunk_tokens)
+        kept = self._kept_rendered(start, stop)
+        part = self._render_slice(kept, start, stop, cursor)
+        return self._assemble(kept, [part], start, cursor, stop)
+
+    async def render_window(
+        self, cursor: int, end: int, *, window_tokens: int, chunk_tokens: int
+    ) -> StandaloneWindow:
+        """:meth:`window`, rendered in worker threads in slices of at most
+        :data:`RENDER_SLICE` messages, one thread call each.
+
+        A first run can render 100k messages; in one call that held a thread, and
+        through the GIL the host's loop, for about 100 ms. Between slices the GIL and
+        the loop are free. Runs of one extractor never overlap, so nothing else touches
+        the conversation meanwhile."""
+        start, stop = self._bounds(cursor, end, window_tokens, chunk_tokens)
+        kept = self._kept_rendered(start, stop)
+        parts = []
+        for low in range(start, stop, RENDER_SLICE):
+            high = min(low + RENDER_SLICE, stop)
+            parts.append(await asyncio.to_thread(self._render_slice, kept, low, high, cursor))
+        return self._assemble(kept, parts, start, cursor, stop)
+
+    def _bounds(
+        self, cursor: int, end: int, window_tokens: int, chunk_tokens: int
+    ) -> tuple[int, int]:
         cumulative = self._cumulative
         step = max(1, window_tokens // 2)
         floor = cumulative[cursor] - window_tokens
@@ -259,25 +303,51 @@ class RenderedConversation:
         limit = cumulative[cursor] + chunk_tokens
         stop = bisect.bisect_right(cumulative, limit, cursor, end + 1) - 1
         stop = min(max(stop, cursor + 1), end) if end > cursor else cursor
-        rendered: list[Message] = []
-        previous_end: int | None = None
-        kept = {i: m for i, m in self._rendered.items() if start <= i < stop}
+        return start, stop
+
+    def _kept_rendered(self, start: int, stop: int) -> dict[int, Message | None]:
+        """The messages of ``start`` to ``stop`` that the last window rendered already."""
+        return {i: m for i, m in self._rendered.items() if start <= i < stop}
+
+    def _render_slice(
+        self, kept: dict[int, Message | None], start: int, stop: int, cursor: int
+    ) -> tuple[list[Message], int]:
+        """Messages ``start`` to ``stop`` rendered (those not in ``kept`` yet are added to
+        it), the ones the memory agent need not see left out; and how many of them come
+        before ``cursor``."""
+        out: list[Message] = []
+        before = 0
         for index in range(start, stop):
+            message = kept.get(index)
             if index not in kept:
-                kept[index] = render(self._messages[index], self._limit)
-            message = kept[index]
+                message = kept[index] = render(self._messages[index], self._limit)
             if message is None:
                 continue
-            rendered.append(message)
+            out.append(message)
             if index < cursor:
-                previous_end = len(rendered) - 1
+                before += 1
+        return out, before
+
+    def _assemble(
+        self,
+        kept: dict[int, Message | None],
+        parts: Sequence[tuple[list[Message], int]],
+        start: int,
+        cursor: int,
+        stop: int,
+    ) -> StandaloneWindow:
+        rendered: list[Message] = []
+        before = 0
+        for messages, count in parts:
+            rendered.extend(messages)
+            before += count
         self._rendered = kept
         return StandaloneWindow(
             messages=tuple(rendered),
             start=start,
             cursor=cursor,
             end=stop,
-            previous_end=previous_end,
+            previous_end=before - 1 if before else None,
             window_tokens=self.tokens_between(start, cursor),
             new_tokens=self.tokens_between(cursor, stop),
         )

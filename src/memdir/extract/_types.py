@@ -54,6 +54,16 @@ class ExtractConfig:
     context_budget_tokens: int = 100_000
     """Standalone runs: the most new conversation (estimated tokens) one run looks at; a
     longer stretch is split over several runs, each message still seen once."""
+    backlog_tokens: int | None = 100_000
+    """The most unseen conversation (estimated tokens) one turn's runs cover. A run that
+    finds more (the first run over a long conversation, a host that told memdir late, a
+    cursor left far behind) covers only the most recent ``backlog_tokens`` of it: the
+    older messages are skipped, the cursor moves past them, and
+    ``extract.backlog_skipped`` says how many (they still show as the window's context).
+    So a first run costs at most this much conversation, not the whole history. ``None``
+    covers all of it, in runs of :attr:`context_budget_tokens` one after another (what
+    ``memdir extract`` does once a person has seen the cost, or limited it with
+    ``--since``)."""
     tool_result_chars: int = 2_000
     """Standalone runs: tool results and tool inputs longer than this are cut to their
     head."""
