@@ -77,7 +77,8 @@ def test_anthropic_refuses_a_prompt_past_the_window_as_the_api_does() -> None:
         "request_id": "req_fake_1",
     }
     (recorded,) = server.requests
-    assert recorded.status == 400 and recorded.usage is None  # neither served nor billed
+    assert recorded.status == 400
+    assert recorded.usage is None
     assert json.loads(recorded.raw)["model"] == "claude-sonnet-4-5"
     assert server.unused == 1  # the script's reply waits for a request the API would serve
     assert any("prompt is too long" in problem for problem in server.problems)
@@ -252,13 +253,15 @@ def test_the_reasoning_count_is_configurable_per_server_and_per_reply() -> None:
 
 
 def test_reasoning_tokens_in_the_streamed_usage() -> None:
+    messages: Any = user(40)  # Any: the SDK's TypedDict params
+
     async def stream(server: FakeOpenAIServer) -> Any:
         async with openai.AsyncOpenAI(
             base_url=server.base_url, api_key="test", max_retries=0
         ) as client:
             chunks = await client.chat.completions.create(
                 model="gpt-5-mini",
-                messages=user(40),  # type: ignore[arg-type]
+                messages=messages,
                 stream=True,
                 stream_options={"include_usage": True},
             )
@@ -284,4 +287,5 @@ def test_memdir_bills_reasoning_tokens_as_output() -> None:
     prices = model_family("gpt-5-mini").prices
     assert prices.output == 8.0
     assert bill(usage, prices) == usage.input_tokens + 302 * 8.0
-    assert model_family("gpt-5-mini").reasoning and not model_family("gpt-4o").reasoning
+    assert model_family("gpt-5-mini").reasoning
+    assert not model_family("gpt-4o").reasoning
