@@ -250,9 +250,14 @@ async def run_memdir(
 
 
 def replay_mem0(
-    turns: Sequence[Turn], schedule: Sequence[float], mem0: Mapping[int, list[dict[str, Any]]]
+    turns: Sequence[Turn],
+    schedule: Sequence[float],
+    mem0: Mapping[int, list[dict[str, Any]]],
+    model_name: str,
 ) -> tuple[Side, int]:
-    """mem0's chat requests through the same cache model, each at its turn's moment."""
+    """mem0's chat requests through the same cache model, each at its turn's moment, sent
+    as ``model_name``: the model both sides are priced at, so that both pay its rules (a
+    reasoning model's unseen reasoning tokens, billed as output, on mem0's side too)."""
     clock = FakeClock(start=1_000_000.0)
     side = Side("mem0", {})
     embedding_chars = 0
@@ -270,7 +275,7 @@ def replay_mem0(
                     continue
                 replies.append(row["response_content"])
                 seen = len(server.requests)
-                data = json.dumps(row["body"]).encode()
+                data = json.dumps({**row["body"], "model": model_name}).encode()
                 post = urllib.request.Request(
                     server.base_url + "/chat/completions",
                     data=data,
@@ -317,10 +322,11 @@ def flatness(side: Side, prices: Any, turns: Sequence[Turn]) -> dict[str, Any]:
 async def measure(data: Path, price_models: Sequence[str], root: Path) -> dict[str, Any]:
     turns, mem0 = load(data)
     schedule = pauses(len(turns))
-    mem0_side, embedding_tokens = replay_mem0(turns, schedule, mem0)
     results: dict[str, Any] = {}
+    embedding_tokens = 0
     for name in price_models:
         prices = model_family(name, "openai").prices
+        mem0_side, embedding_tokens = replay_mem0(turns, schedule, mem0, name)
         runs = {mode: await run_memdir(turns, schedule, name, mode, root) for mode in MODES}
         sides = {f"memdir_{m}": r["memory"] for m, r in runs.items()}
         sides["mem0_2.2.1"] = mem0_side

@@ -40,7 +40,8 @@ __all__ = [
 
 
 def bill(usage: Usage, prices: Prices) -> float:
-    """What ``usage`` costs at ``prices``: each kind of token at its own price."""
+    """What ``usage`` costs at ``prices``: each kind of token at its own price. A reasoning
+    model's unseen reasoning tokens are part of ``output_tokens`` and cost what output does."""
     long_writes = usage.cache_creation_1h_input_tokens
     short_writes = usage.cache_creation_input_tokens - long_writes
     return (

@@ -19,6 +19,7 @@ import openai
 import pytest
 
 import memdir.testing._cache as cache_module
+from memdir.cost import model_family
 from memdir.testing import FakeAnthropicServer, FakeClock, FakeOpenAIServer
 from memdir.testing._cache import AnthropicCache, AnthropicUsage, OpenAICache
 
@@ -673,11 +674,38 @@ def test_openai_a_growing_conversation_inherits_the_hour() -> None:
     [("24h", 23, True), ("24h", 24.1, False), ("in_memory", 2, False)],
 )
 def test_openai_extended_retention_keeps_a_day(retention: str, hours: float, hit: bool) -> None:
+    # gpt-5.1 is one of the models OpenAI lists for the 24-hour retention.
     clock = FakeClock()
     cache = OpenAICache(clock=clock)
-    cache.account(gpt_request(ASK_GPT, prompt_cache_retention=retention))
+    cache.account(gpt_request(ASK_GPT, model="gpt-5.1", prompt_cache_retention=retention))
     at(clock, hours * 3600)
-    assert (cached(cache, gpt_request(ASK_GPT)) > 0) is hit
+    assert (cached(cache, gpt_request(ASK_GPT, model="gpt-5.1")) > 0) is hit
+
+
+@pytest.mark.parametrize(
+    ("model", "kept"),
+    [
+        ("gpt-5", True),
+        ("gpt-5.1-codex-mini", True),
+        ("gpt-4.1", True),
+        ("gpt-4.1-2025-04-14", True),
+        ("gpt-5-mini", False),
+        ("gpt-5-nano", False),
+        ("gpt-4.1-mini", False),
+        ("gpt-4.1-nano", False),
+        ("gpt-4o", False),
+        ("o4-mini", False),
+        ("gpt-test", False),  # a model the table does not know
+    ],
+)
+def test_openai_extended_retention_only_on_the_models_that_take_it(model: str, kept: bool) -> None:
+    # Elsewhere the request is served with the in-memory lifetime: gone after idle minutes.
+    clock = FakeClock()
+    cache = OpenAICache(clock=clock)
+    cache.account(gpt_request(ASK_GPT, model=model, prompt_cache_retention="24h"))
+    at(clock, 2 * 3600)
+    assert (cached(cache, gpt_request(ASK_GPT, model=model)) > 0) is kept
+    assert model_family(model, "openai").extended_cache_retention is kept
 
 
 def test_openai_prompt_cache_key_partitions() -> None:

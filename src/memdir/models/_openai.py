@@ -234,8 +234,12 @@ def _usage(usage: Mapping[str, Any]) -> Usage:
     prompt = usage.get("prompt_tokens") or 0
     details = usage.get("prompt_tokens_details") or {}
     cached = details.get("cached_tokens") or 0
+    completion = usage.get("completion_tokens") or 0
+    reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
     return Usage(
         input_tokens=max(prompt - cached, 0),
-        output_tokens=usage.get("completion_tokens") or 0,
+        # completion_tokens holds the reasoning tokens: OpenAI bills them as output.
+        output_tokens=completion,
         cache_read_input_tokens=cached,
+        reasoning_tokens=reasoning,
     )

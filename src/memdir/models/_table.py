@@ -112,7 +112,18 @@ class ModelFamily:
     cache_max_seconds: float | None = None
     """The longest any entry lives, used or not (OpenAI: one hour); None for no bound."""
     context_tokens: int = 200_000
-    """The largest prompt a request may carry (without a long-context beta)."""
+    """The model's context window: prompt and answer together (without a long-context
+    beta)."""
+    max_input_tokens: int | None = None
+    """The largest prompt a request may carry, where the provider sets it below
+    :attr:`context_tokens` (GPT-5: 272,000 of 400,000, the rest kept for the answer);
+    None where the whole window may be prompt."""
+    reasoning: bool = False
+    """OpenAI: a reasoning model, which thinks in tokens it does not show and bills them as
+    output (``completion_tokens_details.reasoning_tokens``, part of ``completion_tokens``)."""
+    extended_cache_retention: bool = False
+    """OpenAI: whether the model takes ``prompt_cache_retention: "24h"`` (its prompt-caching
+    page lists the models); elsewhere the in-memory lifetime applies."""
     keeps_thinking: bool = True
     """Anthropic: whether thinking blocks of earlier turns stay in the context. Models that
     drop them process a conversation as if they were never there once a plain user message
@@ -130,6 +141,11 @@ class ModelFamily:
     """The day Anthropic's API stops (or stopped) serving it; None while no date is set."""
     replacement: str | None = None
     """The model to use instead once it is retired."""
+
+    @property
+    def prompt_limit(self) -> int:
+        """The most prompt tokens a request may carry: the provider refuses a longer one."""
+        return self.max_input_tokens if self.max_input_tokens is not None else self.context_tokens
 
 
 # Anthropic's multipliers of the input price, for models without a list price here.
@@ -198,7 +214,15 @@ _LINES = ("opus", "sonnet", "haiku", "fable", "mythos")
 
 
 def _gpt(
-    prefix: str, *, read: float, output: float, context: int, write: float = 1.0
+    prefix: str,
+    *,
+    read: float,
+    output: float,
+    context: int,
+    write: float = 1.0,
+    max_input: int | None = None,
+    reasoning: bool = False,
+    extended: bool = False,
 ) -> ModelFamily:
     # OpenAI bills no cache write before GPT-5.6: a written token costs what any input does.
     prices = Prices(cache_write=write, cache_write_1h=write, cache_read=read, output=output)
@@ -209,6 +233,9 @@ def _gpt(
         min_cache_tokens=1024,
         cache_max_seconds=3600.0,
         context_tokens=context,
+        max_input_tokens=max_input,
+        reasoning=reasoning,
+        extended_cache_retention=extended,
         family=prefix,
     )
 
@@ -221,6 +248,16 @@ class _Thinking(TypedDict):
 
 
 _DROPS: _Thinking = {"keeps_thinking": False}  # earlier turns' thinking leaves the context
+
+
+class _Gpt5(TypedDict):
+    max_input: int
+    reasoning: bool
+    extended: bool
+
+
+_GPT5: _Gpt5 = {"max_input": 272_000, "reasoning": True, "extended": True}
+_GPT5_SMALL: _Gpt5 = {"max_input": 272_000, "reasoning": True, "extended": False}
 MODEL_FAMILIES: tuple[ModelFamily, ...] = (
     # Anthropic: an empty prefix is the fallback for Claude models not listed here.
     _claude("", "", 1024, None),
@@ -260,14 +297,25 @@ MODEL_FAMILIES: tuple[ModelFamily, ...] = (
     _claude("claude-3-5-haiku", "3.5 Haiku", 2048, _HAIKU_35, _K, 8192, "2026-02-19", **_DROPS),
     _claude("claude-3-haiku", "3 Haiku", 2048, None, **_DROPS),
     # OpenAI and OpenAI-compatible servers: the fallback is the gpt-4o ratios.
+    # ``extended``: listed on OpenAI's prompt-caching page as taking
+    # ``prompt_cache_retention: "24h"`` (gpt-5.5, 5.4, 5.2, 5.1 and their codex and chat
+    # variants, gpt-5, gpt-5-codex, gpt-4.1, and "all future models"); the mini and nano
+    # models, gpt-5-chat, gpt-4o and the o-series are not listed. ``max_input``: GPT-5's
+    # 400,000-token window takes at most 272,000 tokens of prompt.
     _gpt("", read=0.5, output=4.0, context=128_000),
     _gpt("gpt-4o", read=0.5, output=4.0, context=128_000),
-    _gpt("gpt-4.1", read=0.25, output=4.0, context=1_000_000),
-    _gpt("o3", read=0.25, output=4.0, context=200_000),
-    _gpt("o4-mini", read=0.25, output=4.0, context=200_000),
-    _gpt("gpt-5", read=0.1, output=8.0, context=400_000),
-    _gpt("gpt-5.6", read=0.1, output=8.0, context=400_000, write=1.25),
-    _gpt("gpt-5.7", read=0.1, output=8.0, context=400_000, write=1.25),
+    _gpt("gpt-4.1", read=0.25, output=4.0, context=1_047_576, extended=True),
+    _gpt("gpt-4.1-mini", read=0.25, output=4.0, context=1_047_576),
+    _gpt("gpt-4.1-nano", read=0.25, output=4.0, context=1_047_576),
+    _gpt("o3", read=0.25, output=4.0, context=200_000, reasoning=True),
+    _gpt("o4-mini", read=0.25, output=4.0, context=200_000, reasoning=True),
+    _gpt("gpt-5", read=0.1, output=8.0, context=400_000, **_GPT5),
+    _gpt("gpt-5-mini", read=0.1, output=8.0, context=400_000, **_GPT5_SMALL),
+    _gpt("gpt-5-nano", read=0.1, output=8.0, context=400_000, **_GPT5_SMALL),
+    # gpt-5-chat-latest answers without reasoning; its window is 128,000 tokens.
+    _gpt("gpt-5-chat", read=0.1, output=8.0, context=128_000),
+    _gpt("gpt-5.6", read=0.1, output=8.0, context=400_000, write=1.25, **_GPT5),
+    _gpt("gpt-5.7", read=0.1, output=8.0, context=400_000, write=1.25, **_GPT5),
 )
 """Every family memdir knows, by provider; :func:`model_family` picks from it."""
 

@@ -21,7 +21,7 @@ class Usage:
     input_tokens: int = 0
     """Input tokens billed at the full rate (neither read from nor written to the cache)."""
     output_tokens: int = 0
-    """Tokens the model generated."""
+    """Tokens the model generated, its reasoning included: all of them billed as output."""
     cache_read_input_tokens: int = 0
     """Input tokens served from the prompt cache."""
     cache_creation_input_tokens: int = 0
@@ -29,6 +29,10 @@ class Usage:
     cache_creation_1h_input_tokens: int = 0
     """Of :attr:`cache_creation_input_tokens`, those written with the one-hour lifetime
     (Anthropic's ``ttl: "1h"``, billed at twice the input price rather than 1.25 times)."""
+    reasoning_tokens: int = 0
+    """Of :attr:`output_tokens`, those a reasoning model spent thinking without showing
+    them (OpenAI's ``completion_tokens_details.reasoning_tokens``): billed as output like
+    the rest, and reported apart so a bill can say where its output went."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -41,6 +45,7 @@ class Usage:
             cache_creation_1h_input_tokens=(
                 self.cache_creation_1h_input_tokens + other.cache_creation_1h_input_tokens
             ),
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
     @property

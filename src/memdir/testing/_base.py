@@ -25,12 +25,17 @@ __all__ = ["FakeServer", "sse"]
 
 
 class _RefusedError(Exception):
-    """A request the fake cannot answer as scripted: answered with an error, and recorded."""
+    """A request the fake cannot answer as scripted: answered with an error, and recorded.
 
-    def __init__(self, status: int, message: str) -> None:
+    ``payload`` is the error body to send when the provider's has more than a status and a
+    message (OpenAI's ``code`` and ``param``); None sends the provider's usual one.
+    """
+
+    def __init__(self, status: int, message: str, *, payload: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.payload = payload
 
 
 def sse(event: str | None, data: object) -> bytes:
@@ -57,9 +62,11 @@ class FakeServer(abc.ABC):
         min_cache_tokens: int | None,
         model: str,
         clock: Callable[[], float] | None,
+        context_tokens: int | None = None,
     ) -> None:
         self._model = model
         self._min_cache_tokens = min_cache_tokens
+        self._context_tokens = context_tokens
         self._clock = clock or time.monotonic
         self._handler = handler
         self._replies: deque[Reply] = deque(check_reply(r) for r in replies)
@@ -148,6 +155,16 @@ class FakeServer(abc.ABC):
             return self._min_cache_tokens
         return model_family(model, self._provider).min_cache_tokens
 
+    def prompt_limit_for(self, model: str) -> int | None:
+        """The most prompt tokens the server takes in a request naming ``model``: the
+        ``context_tokens`` given to the server, else the model table's limit
+        (:attr:`memdir.cost.ModelFamily.prompt_limit`); None for a model the table does
+        not know, which is never refused."""
+        if self._context_tokens is not None:
+            return self._context_tokens
+        family = model_family(model, self._provider)
+        return family.prompt_limit if family.prefix else None
+
     @property
     def clock(self) -> Callable[[], float]:
         """The clock cache lifetimes are measured on (``time.monotonic`` unless given one)."""
@@ -213,6 +230,18 @@ class FakeServer(abc.ABC):
         ...
 
     @abc.abstractmethod
+    def _prompt_tokens(self, body: dict[str, Any]) -> int:
+        """The request's prompt tokens, counted as the context window counts them."""
+        ...
+
+    @abc.abstractmethod
+    def _too_long(
+        self, body: dict[str, Any], tokens: int, limit: int, request_id: str
+    ) -> tuple[str, dict[str, Any]]:
+        """The provider's message and error body for a prompt of ``tokens`` past ``limit``."""
+        ...
+
+    @abc.abstractmethod
     def _answer(
         self, body: dict[str, Any], message: Message, number: int
     ) -> tuple[dict[str, Any], Mapping[str, Any]]:
@@ -256,6 +285,7 @@ class FakeServer(abc.ABC):
         reason = self._invalid(decoded)
         if reason is not None:
             raise _RefusedError(400, reason)
+        self._check_window(decoded, number)
         reply = self._next_reply(raw)
         if isinstance(reply, Fault):
             return reply
@@ -265,6 +295,17 @@ class FakeServer(abc.ABC):
                 return self._answer(decoded, message, number)
         except Exception as error:  # a reply the converters reject, say
             raise _RefusedError(500, f"the reply could not be sent: {error!r}") from None
+
+    def _check_window(self, body: dict[str, Any], number: int) -> None:
+        """Refuse, with the provider's 400, a prompt longer than the model takes: the APIs
+        neither serve nor bill it. Checked before a reply is taken from the script."""
+        limit = self.prompt_limit_for(str(body.get("model")))
+        if limit is None:
+            return
+        tokens = self._prompt_tokens(body)
+        if tokens > limit:
+            message, payload = self._too_long(body, tokens, limit, f"req_fake_{number}")
+            raise _RefusedError(400, message, payload=payload)
 
     def _on_request(self, exchange: Exchange) -> None:
         raw = exchange.read_body()
@@ -291,7 +332,9 @@ class FakeServer(abc.ABC):
         except _RefusedError as refusal:
             self._problem(f"request {number} ({exchange.command} {path}): {refusal.message}")
             record(refusal.status)
-            payload = self._error_json(refusal.status, refusal.message, request_id)
+            payload = refusal.payload or self._error_json(
+                refusal.status, refusal.message, request_id
+            )
             exchange.send_bytes(refusal.status, json.dumps(payload).encode(), reply_headers)
             return
         if isinstance(outcome, Fault):

@@ -30,7 +30,12 @@ tokens) up, in steps of :data:`OPENAI_CACHE_STEP` tokens; a request can only rea
 routed to its machine, modelled as a partition by model, ``prompt_cache_key`` and the
 prompt's first :data:`OPENAI_ROUTING_CHARS` characters. A prompt unused for the model's
 idle lifetime (5 minutes), or older than its longest (an hour), is evicted;
-``prompt_cache_retention: "24h"`` keeps it a day.
+``prompt_cache_retention: "24h"`` keeps it a day on the models that take it
+(:attr:`~memdir.cost.ModelFamily.extended_cache_retention`).
+
+Both count a request's prompt the same way for the context window
+(:func:`anthropic_prompt_tokens`, :func:`openai_prompt_tokens`), which the servers
+enforce as the providers do.
 """
 
 from __future__ import annotations
@@ -59,7 +64,9 @@ __all__ = [
     "Clock",
     "OpenAICache",
     "OpenAIUsage",
+    "anthropic_prompt_tokens",
     "estimate_tokens",
+    "openai_prompt_tokens",
     "wire_json",
 ]
 
@@ -260,6 +267,15 @@ def _anthropic_blocks(
     if isinstance(messages, list):
         out += _message_blocks(messages, keeps_thinking=keeps_thinking)
     return out
+
+
+def anthropic_prompt_tokens(body: Mapping[str, Any], *, keeps_thinking: bool = True) -> int:
+    """The prompt tokens of a Messages request, as the context window counts them: every
+    block (tools, system, messages) at characters / 4 of its compact JSON, markers left
+    out. On models that keep only the current turn's thinking, earlier turns' thinking
+    blocks do not count (Anthropic leaves them out of the window)."""
+    blocks = _anthropic_blocks(body, keeps_thinking=keeps_thinking)
+    return sum(block.key_and_tokens()[1] for block in blocks)
 
 
 def _image_count(blocks: Sequence[_Block]) -> int:
@@ -537,6 +553,12 @@ def _openai_prompt_text(body: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
+def openai_prompt_tokens(body: Mapping[str, Any]) -> int:
+    """The prompt tokens of a Chat Completions request: characters / 4 of the compact JSON
+    of its ``tools`` and messages, the ``prompt_tokens`` the server reports."""
+    return estimate_tokens(_openai_prompt_text(body))
+
+
 def _common_prefix(a: str, b: str) -> int:
     """The length of the longest common prefix of ``a`` and ``b``, in C-speed slices."""
     n = min(len(a), len(b))
@@ -684,7 +706,9 @@ def _partition_key(body: Mapping[str, Any], text: str) -> _PartitionKey:
 def _new_prompt(
     body: Mapping[str, Any], family: ModelFamily, now: float, source: _Prompt | None
 ) -> _Prompt:
-    if body.get("prompt_cache_retention") == "24h":
+    # Only the models OpenAI lists take the 24-hour retention; on the others the request
+    # is served with the in-memory lifetime (the page documents no refusal).
+    if body.get("prompt_cache_retention") == "24h" and family.extended_cache_retention:
         idle: float = OPENAI_EXTENDED_SECONDS
         longest: float | None = OPENAI_EXTENDED_SECONDS
     else:

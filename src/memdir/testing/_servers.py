@@ -37,13 +37,32 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from memdir.cost import model_family
 from memdir.messages import Message
 from memdir.testing import _wire_anthropic, _wire_openai
 from memdir.testing._base import FakeServer, sse
-from memdir.testing._cache import AnthropicCache, OpenAICache
+from memdir.testing._cache import (
+    AnthropicCache,
+    OpenAICache,
+    anthropic_prompt_tokens,
+    openai_prompt_tokens,
+)
 from memdir.testing._script import Fault, Handler, RecordedRequest, Reply
 
-__all__ = ["FakeAnthropicServer", "FakeOpenAIServer", "Fault", "RecordedRequest", "Reply"]
+__all__ = [
+    "DEFAULT_REASONING_TOKENS",
+    "FakeAnthropicServer",
+    "FakeOpenAIServer",
+    "Fault",
+    "RecordedRequest",
+    "Reply",
+]
+
+DEFAULT_REASONING_TOKENS = 300
+"""Reasoning tokens the fake OpenAI server reports for each answer of a reasoning model
+(gpt-5*, o3, o4-mini) that shows no reasoning of its own: a fixed number, so that a bill
+can be predicted, of the order a short tool-calling answer of gpt-5-mini spends at the
+default effort."""
 
 
 def _refused_marker(messages: list[Any]) -> str | None:
@@ -99,7 +118,12 @@ class FakeAnthropicServer(FakeServer):
     Tokens are estimated as characters / 4 of each block's compact JSON. The server
     answers 400, as Anthropic does, for more than four breakpoints (the top-level one
     included), a one-hour marker after a five-minute one, a malformed ``cache_control``,
-    or a marker on a thinking or empty text block.
+    or a marker on a thinking or empty text block; and for a prompt longer than the
+    model's context window (``invalid_request_error``, "prompt is too long: N tokens >
+    M maximum"): the window of :func:`memdir.cost.model_family`, or ``context_tokens``
+    for every model when given. A model the table does not know (the default
+    ``claude-fake-1``) has no window. Such a request is neither served nor billed, and
+    takes no reply from the script.
     """
 
     _endpoint = "/v1/messages"
@@ -118,10 +142,17 @@ class FakeAnthropicServer(FakeServer):
         clock: Callable[[], float] | None = None,
         model: str = "claude-fake-1",
         ignored_system_prefixes: Sequence[str] = (),
+        context_tokens: int | None = None,
     ) -> None:
         super().__init__(
-            replies, handler=handler, min_cache_tokens=min_cache_tokens, model=model, clock=clock
+            replies,
+            handler=handler,
+            min_cache_tokens=min_cache_tokens,
+            model=model,
+            clock=clock,
+            context_tokens=context_tokens,
         )
+        self._keeps_thinking = keeps_thinking
         self._cache = AnthropicCache(
             min_cache_tokens,
             keeps_thinking=keeps_thinking,
@@ -146,6 +177,18 @@ class FakeAnthropicServer(FakeServer):
         if refused is not None:
             return refused
         return self._cache.refusal(body)
+
+    def _prompt_tokens(self, body: dict[str, Any]) -> int:
+        keeps = self._keeps_thinking
+        if keeps is None:
+            keeps = model_family(str(body.get("model")), "anthropic").keeps_thinking
+        return anthropic_prompt_tokens(body, keeps_thinking=keeps)
+
+    def _too_long(
+        self, body: dict[str, Any], tokens: int, limit: int, request_id: str
+    ) -> tuple[str, dict[str, Any]]:
+        message = f"prompt is too long: {tokens} tokens > {limit} maximum"
+        return message, _wire_anthropic.error_body(400, message, request_id)
 
     def _answer(
         self, body: dict[str, Any], message: Message, number: int
@@ -186,7 +229,24 @@ class FakeOpenAIServer(FakeServer):
     - Eviction, on ``clock``: a prompt unused for the model's idle lifetime (5 minutes)
       is gone, and none lives past the longest lifetime (an hour) after its oldest part
       was first written; a hit counts as a use. ``prompt_cache_retention: "24h"`` keeps
-      that request's prompt for a day, idle or not.
+      that request's prompt for a day, idle or not, on the models OpenAI lists for it
+      (:attr:`memdir.cost.ModelFamily.extended_cache_retention`: gpt-5, gpt-5.1 and
+      later, gpt-4.1); on the others it is served with the in-memory lifetime.
+
+    Reasoning models (:attr:`memdir.cost.ModelFamily.reasoning`: gpt-5*, o3, o4-mini)
+    think in tokens they do not show: each answer reports ``reasoning_tokens`` of them
+    (:data:`DEFAULT_REASONING_TOKENS` unless given) in
+    ``completion_tokens_details.reasoning_tokens``, counted in ``completion_tokens`` and
+    so billed as output; ``reasoning_effort: "none"`` spends none. A reply that shows its
+    reasoning (``reasoning_content``, as OpenAI-compatible servers send it) reports that
+    text's tokens instead, on any model; ``extra={"reasoning_tokens": n}`` on a scripted
+    message sets the number for that answer.
+
+    A prompt longer than the model takes (:attr:`memdir.cost.ModelFamily.prompt_limit`:
+    the context window, 272,000 tokens for GPT-5's 400,000; or ``context_tokens`` for
+    every model when given) is refused with 400 ``context_length_exceeded``, neither
+    served nor billed. A model the table does not know (the default ``gpt-fake-1``) has
+    no limit.
     """
 
     _endpoint = "/v1/chat/completions"
@@ -203,10 +263,18 @@ class FakeOpenAIServer(FakeServer):
         min_cache_tokens: int | None = None,
         clock: Callable[[], float] | None = None,
         model: str = "gpt-fake-1",
+        context_tokens: int | None = None,
+        reasoning_tokens: int = DEFAULT_REASONING_TOKENS,
     ) -> None:
         super().__init__(
-            replies, handler=handler, min_cache_tokens=min_cache_tokens, model=model, clock=clock
+            replies,
+            handler=handler,
+            min_cache_tokens=min_cache_tokens,
+            model=model,
+            clock=clock,
+            context_tokens=context_tokens,
         )
+        self._reasoning_tokens = reasoning_tokens
         self._cache = OpenAICache(min_cache_tokens, clock=self.clock)
 
     def _reset_cache(self) -> None:
@@ -222,16 +290,51 @@ class FakeOpenAIServer(FakeServer):
             return "Missing required parameter: 'messages'."
         return None
 
+    def _prompt_tokens(self, body: dict[str, Any]) -> int:
+        return openai_prompt_tokens(body)
+
+    def _too_long(
+        self, body: dict[str, Any], tokens: int, limit: int, request_id: str
+    ) -> tuple[str, dict[str, Any]]:
+        family = model_family(str(body.get("model")), "openai")
+        if family.max_input_tokens is not None and self._context_tokens is None:
+            # GPT-5's wording: its input limit is below the window.
+            message = (
+                f"Input tokens exceed the configured limit of {limit} tokens. Your messages "
+                f"resulted in {tokens} tokens. Please reduce the length of the messages."
+            )
+        else:
+            message = (
+                f"This model's maximum context length is {limit} tokens. However, your "
+                f"messages resulted in {tokens} tokens. Please reduce the length of the "
+                "messages."
+            )
+        return message, _wire_openai.error_body(
+            400, message, code="context_length_exceeded", param="messages"
+        )
+
+    def reasoning_tokens_for(self, body: Mapping[str, Any]) -> int:
+        """The hidden reasoning tokens an answer to ``body`` reports (0 for a model that
+        does not reason, or ``reasoning_effort: "none"``)."""
+        if body.get("reasoning_effort") == "none":
+            return 0
+        family = model_family(str(body.get("model")), "openai")
+        return self._reasoning_tokens if family.reasoning else 0
+
     def _answer(
         self, body: dict[str, Any], message: Message, number: int
     ) -> tuple[dict[str, Any], Mapping[str, Any]]:
         _wire_openai.reply_message(message)  # fails before the cache is touched
+        hidden = message.extra.get("reasoning_tokens")
+        if not isinstance(hidden, int) or isinstance(hidden, bool):
+            hidden = self.reasoning_tokens_for(body)
         response = _wire_openai.completion_body(
             message,
             completion_id=f"chatcmpl-fake-{number:06d}",
             created=int(time.time()),
             model=self.model,
             usage=self._cache.account(body),
+            reasoning_tokens=hidden,
         )
         return response, response["usage"]
 

@@ -37,12 +37,16 @@ _FINISH = {
 }
 
 
-def error_body(status: int, message: str) -> dict[str, Any]:
-    """The JSON body OpenAI sends with an error ``status``."""
-    kind, code = _ERRORS.get(
+def error_body(
+    status: int, message: str, *, code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
+    """The JSON body OpenAI sends with an error ``status``; ``code`` and ``param`` name the
+    error and the parameter at fault where OpenAI does (``context_length_exceeded``,
+    ``messages``)."""
+    kind, usual = _ERRORS.get(
         status, ("server_error" if status >= 500 else "invalid_request_error", None)
     )
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return {"error": {"message": message, "type": kind, "param": param, "code": code or usual}}
 
 
 def reply_message(message: Message) -> dict[str, Any]:
@@ -89,8 +93,10 @@ def _tokens(chars: int) -> int:
     return math.ceil(chars / 4)
 
 
-def _usage(reply: Mapping[str, Any], usage: OpenAIUsage) -> dict[str, Any]:
-    reasoning = _tokens(len(reply.get("reasoning_content") or ""))
+def _usage(reply: Mapping[str, Any], usage: OpenAIUsage, hidden_reasoning: int) -> dict[str, Any]:
+    # Reasoning shown as text is counted from it; otherwise the model reasoned unseen.
+    shown = reply.get("reasoning_content")
+    reasoning = _tokens(len(shown)) if isinstance(shown, str) else hidden_reasoning
     chars = len(reply.get("content") or "")
     for call in reply.get("tool_calls") or ():
         chars += len(call["function"]["name"]) + len(call["function"]["arguments"])
@@ -110,9 +116,16 @@ def _usage(reply: Mapping[str, Any], usage: OpenAIUsage) -> dict[str, Any]:
 
 
 def completion_body(
-    message: Message, *, completion_id: str, created: int, model: str, usage: OpenAIUsage
+    message: Message,
+    *,
+    completion_id: str,
+    created: int,
+    model: str,
+    usage: OpenAIUsage,
+    reasoning_tokens: int = 0,
 ) -> dict[str, Any]:
-    """The full non-streaming ``chat.completion`` body for ``message``."""
+    """The full non-streaming ``chat.completion`` body for ``message``; a reasoning model's
+    unseen ``reasoning_tokens`` count in ``completion_tokens``, as OpenAI bills them."""
     reply = reply_message(message)
     return {
         "id": completion_id,
@@ -127,7 +140,7 @@ def completion_body(
                 "finish_reason": _finish_reason(message, reply),
             }
         ],
-        "usage": _usage(reply, usage),
+        "usage": _usage(reply, usage, reasoning_tokens),
         "service_tier": "default",
         "system_fingerprint": None,
     }
