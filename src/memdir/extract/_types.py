@@ -54,6 +54,11 @@ class ExtractConfig:
     context_budget_tokens: int = 100_000
     """Standalone runs: the most new conversation (estimated tokens) one run looks at; a
     longer stretch is split over several runs, each message still seen once."""
+    memory_list_entries: int = 40
+    """The most memory files the memory agent's prompt lists. A store with more lists
+    only those the new messages touch (a lexical match) and counts the rest by type, so
+    what every run sends stays the same size however large the store grows; the agent
+    finds the others with ``Grep`` and ``Glob``."""
     tool_result_chars: int = 2_000
     """Standalone runs: tool results and tool inputs longer than this are cut to their
     head."""
