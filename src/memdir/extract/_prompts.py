@@ -381,25 +381,20 @@ def extract_prompt_parts(
         # Claude Code's own words for the date in its context; the memory agent needs it
         # to turn "next Thursday" into a calendar date.
         request += f"\n\nToday's date is {today.isoformat()}."
-    pointed: frozenset[str] = frozenset()
     if memories is None:
         state = [_manifest_section(manifest)]
     else:
         state = [_memory_list_section(memories, new_text, list_budget)]
-        pointed = frozenset(header.filename for header in memories)
+    # With the list given, it carries every memory, and the index drops its pointer lines.
+    elide = memories is not None
     if not skip_index:
         if team:
-            # Each index links the files of its own directory by their names there.
-            shared = frozenset(f.removeprefix("team/") for f in pointed if f.startswith("team/"))
-            own = frozenset(f for f in pointed if not f.startswith("team/"))
-            private, shared_label = (
-                "`MEMORY.md` of the private directory",
-                "`MEMORY.md` of the team directory",
-            )
-            state.append(_index_section(private, index_text, own))
-            state.append(_index_section(shared_label, team_index_text, shared))
+            private = "`MEMORY.md` of the private directory"
+            state.append(_index_section(private, index_text, elide))
+            shared = "`MEMORY.md` of the team directory"
+            state.append(_index_section(shared, team_index_text, elide))
         else:
-            state.append(_index_section("`MEMORY.md`", index_text, pointed))
+            state.append(_index_section("`MEMORY.md`", index_text, elide))
     instructions = (
         _short_instructions(team, skip_index, named=memory_dir is not None)
         if host_memory
@@ -438,10 +433,10 @@ def _short_instructions(team: bool, skip_index: bool, named: bool) -> str:
     return _join(*sections)
 
 
-def _index_section(label: str, text: str | None, pointed: frozenset[str] = frozenset()) -> str:
+def _index_section(label: str, text: str | None, elide: bool = False) -> str:
     if text is None:
         return _NO_INDEX_YET.format(label=label)
-    shown, elided = _without_pointers(text, pointed)
+    shown, elided = _without_pointers(text) if elide else (text, 0)
     if elided:
         lines = "line" if elided == 1 else "lines"
         lead = _ELIDED_LEAD.format(label=label, count=elided, lines=lines)
@@ -628,8 +623,9 @@ def _manifest_section(manifest: str) -> str:
     return _MANIFEST.format(manifest=manifest.rstrip("\n"))
 
 
-# A line of an index that points to a file: `- [Title](file.md) — hook`.
-_POINTER = re.compile(r"\]\(\s*<?(?:\./)?([^)\s>]+)>?\s*\)")
+# A line of an index that points to a memory file in its directory: `- [Title](file.md)
+# — hook`. Not a link to a web page or to an absolute path.
+_POINTER = re.compile(r"\]\(\s*<?(?!/|[a-z][a-z0-9+.-]*:)[^)\s>]*\.md>?\s*\)", re.I)
 # Words too common to tell one memory from another.
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP_WORDS = frozenset(
@@ -751,18 +747,17 @@ def _relevant(memories: Sequence[MemoryHeader], new_text: str, limit: int) -> fr
     return frozenset(list(dict.fromkeys(ranked))[:limit])
 
 
-def _without_pointers(text: str, pointed: frozenset[str]) -> tuple[str, int]:
-    """``text`` with each line that points to one of ``pointed`` replaced by a count of
-    them (the list above carries those files), and how many went; the last line stays,
-    exact, for an `Edit` to add a pointer after."""
+def _without_pointers(text: str) -> tuple[str, int]:
+    """``text`` with each run of lines that point to a memory file replaced by their
+    count (the list carries the memories; the index's pointers would repeat it, and grow
+    with the store), and how many went. The last line stays, exact, for an `Edit` to add
+    a pointer after."""
     lines = text.rstrip("\n").split("\n")
     kept: list[str] = []
     run = 0
     elided = 0
     for number, line in enumerate(lines):
-        target = _POINTER.search(line)
-        last = number == len(lines) - 1
-        if target is not None and target.group(1) in pointed and not last:
+        if _POINTER.search(line) is not None and number < len(lines) - 1:
             run += 1
             continue
         if run:
