@@ -59,7 +59,7 @@ HOST_MEMORY = (
 MODES = ["standalone", "fork", "fork-short"]
 
 
-def run_once(memory: Path, mode: str) -> ModelRequest:
+def run_once(memory: Path, mode: str, messages: tuple[Message, ...] = NEW) -> ModelRequest:
     model = ScriptedModel(["Nothing to save."])
     config = ExtractConfig(mode=mode.removesuffix("-short"), load_instructions=False)  # type: ignore[arg-type]
     extractor = MemoryExtractor(memory, model, config)
@@ -68,7 +68,7 @@ def run_once(memory: Path, mode: str) -> ModelRequest:
     params = CacheSafeParams(model=model, system=system, tools=[])
 
     async def main() -> None:
-        extractor.on_turn_end(TurnContext(messages=NEW, params=params))
+        extractor.on_turn_end(TurnContext(messages=messages, params=params))
         await extractor.drain()
 
     asyncio.run(main())
@@ -78,7 +78,10 @@ def run_once(memory: Path, mode: str) -> ModelRequest:
 def shown_state(request: ModelRequest, mode: str) -> str:
     """The part of the request that shows what memory holds."""
     if mode == "standalone":
-        return request.messages[0].text  # the state message before the conversation
+        # The state message before the conversation, and any list the request adds last.
+        last = request.messages[-1].text
+        touched = last[last.index("## Existing") :] if "## Existing" in last else ""
+        return request.messages[0].text + touched
     prompt = request.messages[-1].text
     end = "## How this run works" if "## How this run works" in prompt else "## Tools"
     return prompt[prompt.index("## Existing memory files") : prompt.index(end)]
@@ -106,6 +109,7 @@ def test_the_state_stays_the_same_size_as_the_store_grows(tmp_path: Path, mode: 
         if count > 33:
             assert state.count("note_0033.md") == 1
         if count > 40:
+            assert f"{min(count, 200)} memory files" in state
             assert "`Grep` or `Glob` the memory directory" in state
             assert "note_0012.md" not in state  # a memory nothing new touches
     # Every memory listed below the budget...
@@ -150,22 +154,43 @@ def test_an_index_without_pointers_is_shown_whole() -> None:
     assert f"```markdown\n{index}```" in state
 
 
-def test_past_the_budget_the_rest_is_counted_by_type() -> None:
+def test_past_the_budget_the_store_is_counted_by_type() -> None:
     headers = [header(i, kind=KINDS[i % 4]) for i in range(60)] + [header(60, kind=None)]
-    state = extract_prompt_parts(
+    parts = extract_prompt_parts(
         2, "", memories=headers, new_text="Is the quokka up?", list_budget=40
-    ).state
-    assert "note_0007.md" in state
-    assert "60 more memory files exist that the new messages do not touch: " in state
-    assert "15 user, 15 feedback, 15 project, 14 reference, 1 untyped" in state
+    )
+    assert "61 memory files: 15 user, 15 feedback, 15 project, 15 reference, 1 untyped." in (
+        parts.state
+    )
+    assert "`Grep` or `Glob` the memory directory" in parts.state
+    assert "note_0007.md" not in parts.state
+    touched = parts.request[parts.request.index("## Existing memory files") :]
+    assert [line.split()[2] for line in touched.splitlines() if line.startswith("- ")] == [
+        "note_0007.md"
+    ]
+    nothing = extract_prompt_parts(2, "", memories=headers, new_text="ok", list_budget=40)
+    assert "The new messages touch none of the memory files" in nothing.request
+
+
+def test_past_the_budget_the_state_does_not_change_with_the_new_messages(
+    tmp_path: Path,
+) -> None:
+    fill(tmp_path, 60)
+    other = (Message.user("What about the topic0012 and topic0040 services?"), NEW[1])
+    first = run_once(tmp_path, "standalone")
+    second = run_once(tmp_path, "standalone", messages=other)
+    # The state message, before the conversation window, is the same bytes: cached.
+    assert first.messages[0].text == second.messages[0].text
+    assert "note_0012.md" in second.messages[-1].text
+    assert "note_0012.md" not in first.messages[-1].text
 
 
 def test_a_file_the_new_messages_name_comes_first() -> None:
     headers = [header(i) for i in range(100)]
     # Every memory shares "service"; the one named by its file comes before the budget cut.
     new = "The service in note_0099.md, and the service of topic0003, changed."
-    state = extract_prompt_parts(2, "", memories=headers, new_text=new, list_budget=2).state
-    listed = [line for line in state.splitlines() if line.startswith("- ")]
+    request = extract_prompt_parts(2, "", memories=headers, new_text=new, list_budget=2).request
+    listed = [line for line in request.splitlines() if line.startswith("- ")]
     assert len(listed) == 2
     assert {line.split()[2] for line in listed} == {"note_0099.md", "note_0003.md"}
 

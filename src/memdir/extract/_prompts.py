@@ -99,10 +99,23 @@ These memory files exist already:
 Check this list before you write: update an existing file instead of writing a duplicate, \
 and change or remove a memory the conversation shows is wrong."""
 
-_UNLISTED = """\
-{count} more memory {files} exist that the new messages do not touch: {kinds}. Before \
-you write a memory that may exist already, `Grep` or `Glob` the memory directory for it \
-(each file's `name` and `description` are in its frontmatter)."""
+_TOO_MANY = """\
+## What the memory directory holds
+
+{count} memory files{more}: {kinds}. Too many to list on every run: the ones the new messages \
+touch are listed with the request, after the conversation. Before you write a memory \
+that may exist already, `Grep` or `Glob` the memory directory for it (each file's `name` \
+and `description` are in its frontmatter)."""
+
+_TOUCHED = """\
+## Existing memory files
+
+{listed}
+
+Check this list before you write: update an existing file instead of writing a duplicate, \
+and change or remove a memory the conversation shows is wrong."""
+
+_NONE_TOUCHED = "The new messages touch none of the memory files by name or description."
 
 _ELIDED_LEAD = (
     "{label} counts as `Read` already. Shown here without its {count} pointer {lines} to "
@@ -322,11 +335,13 @@ class PromptParts:
     """
 
     request: str
-    """What this run is about: the number of new messages, where memory lives, and the
-    turn's date (sent last, so it never changes a cached prefix)."""
+    """What this run is about: the number of new messages, where memory lives, the
+    turn's date and, in a store too large to list, the memory files the new messages
+    touch (sent last, so it never changes a cached prefix)."""
     state: str
-    """What memory holds now: the list of memory files and the text of each index (and,
-    in memdir's own request, the project's instruction files after them)."""
+    """What memory holds now: the list of memory files (or, in a store too large to
+    list, their count by type) and the text of each index (and, in memdir's own request,
+    the project's instruction files after them)."""
     instructions: str
     """How to do the job; the same on every run of one extractor."""
 
@@ -360,9 +375,10 @@ def extract_prompt_parts(
     ``memories``, when given, are the store's files in the order to list them, and take
     the place of ``manifest``: each memory is then shown once, in the list, and the index
     texts leave out their pointer lines to memory files. Past ``list_budget`` files, the
-    list holds only the (at most ``list_budget``) files most relevant to ``new_text``, the
-    new messages, and counts the rest by type, so the state stays the same size however
-    many memories the store holds.
+    state only counts them by type, and the request lists the (at most ``list_budget``)
+    files most relevant to ``new_text``, the new messages: what a run is shown stays the
+    same size however many memories the store holds, and the state before the
+    conversation does not change with the new messages.
     """
     if memory_format not in MEMORY_FORMATS:
         raise UsageError(
@@ -383,8 +399,13 @@ def extract_prompt_parts(
         request += f"\n\nToday's date is {today.isoformat()}."
     if memories is None:
         state = [_manifest_section(manifest)]
+    elif list_budget is None or len(memories) <= list_budget:
+        state = [_manifest_section(format_manifest(memories))]
     else:
-        state = [_memory_list_section(memories, new_text, list_budget)]
+        # Past the budget the list depends on the new messages, so it goes last, with the
+        # request: the state before the conversation stays the same from run to run.
+        state = [_too_many_section(memories)]
+        request += "\n\n" + _touched_section(memories, new_text, list_budget)
     # With the list given, it carries every memory, and the index drops its pointer lines.
     elide = memories is not None
     if not skip_index:
@@ -623,6 +644,8 @@ def _manifest_section(manifest: str) -> str:
     return _MANIFEST.format(manifest=manifest.rstrip("\n"))
 
 
+# 200: the most files MemoryDir.scan lists by default (Claude Code's MAX_MEMORY_FILES).
+_SCAN_CAP = 200
 # A line of an index that points to a memory file in its directory: `- [Title](file.md)
 # — hook`. Not a link to a web page or to an absolute path.
 _POINTER = re.compile(r"\]\(\s*<?(?!/|[a-z][a-z0-9+.-]*:)[^)\s>]*\.md>?\s*\)", re.I)
@@ -688,27 +711,21 @@ _K1 = 1.2
 _B = 0.75
 
 
-def _memory_list_section(
-    memories: Sequence[MemoryHeader], new_text: str, budget: int | None
-) -> str:
-    """The one list of memory files: all of them, or past ``budget`` those the new
-    messages touch and a count of the rest by type."""
-    if not memories:
-        return ""
-    if budget is None or len(memories) <= budget:
-        return _MANIFEST.format(manifest=format_manifest(memories))
-    chosen = _relevant(memories, new_text, max(budget, 0))
-    rest = [header for header in memories if header.filename not in chosen]
-    kinds = [(kind, sum(1 for h in rest if h.type == kind)) for kind in MEMORY_TYPES]
-    untyped = sum(1 for h in rest if h.type is None)
+def _too_many_section(memories: Sequence[MemoryHeader]) -> str:
+    """What a store too large to list holds, counted by type."""
+    kinds = [(kind, sum(1 for h in memories if h.type == kind)) for kind in MEMORY_TYPES]
+    untyped = sum(1 for h in memories if h.type is None)
     counts = [f"{n} {kind}" for kind, n in kinds if n] + ([f"{untyped} untyped"] if untyped else [])
-    unlisted = _UNLISTED.format(
-        count=len(rest), files="file" if len(rest) == 1 else "files", kinds=", ".join(counts)
-    )
+    # A scan lists the newest files only: at its cap there are more than it shows.
+    more = " or more (the newest are counted)" if len(memories) >= _SCAN_CAP else ""
+    return _TOO_MANY.format(count=len(memories), more=more, kinds=", ".join(counts))
+
+
+def _touched_section(memories: Sequence[MemoryHeader], new_text: str, limit: int) -> str:
+    """The (at most ``limit``) memory files the new messages touch, in the caller's order."""
+    chosen = _relevant(memories, new_text, max(limit, 0))
     listed = format_manifest([header for header in memories if header.filename in chosen])
-    if not listed:
-        return f"## Existing memory files\n\n{unlisted}"
-    return _MANIFEST.format(manifest=f"{listed}\n\n{unlisted}")
+    return _TOUCHED.format(listed=listed or _NONE_TOUCHED)
 
 
 def _words(text: str) -> list[str]:
