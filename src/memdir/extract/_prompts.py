@@ -644,6 +644,7 @@ def _manifest_section(manifest: str) -> str:
     return _MANIFEST.format(manifest=manifest.rstrip("\n"))
 
 
+_RELEVANCE_CHARS = 40_000
 # 200: the most files MemoryDir.scan lists by default (Claude Code's MAX_MEMORY_FILES).
 _SCAN_CAP = 200
 # A line of an index that points to a memory file in its directory: `- [Title](file.md)
@@ -739,6 +740,9 @@ def _relevant(memories: Sequence[MemoryHeader], new_text: str, limit: int) -> fr
     Lexical and read from the headers alone, so it costs no request and no file read;
     the memory agent finds anything it misses with `Grep`.
     """
+    # The newest part of a long backlog is enough to tell what it touches, and keeps this
+    # work (it runs on the host's event loop) small whatever the backlog's length.
+    new_text = new_text[-_RELEVANCE_CHARS:]
     lowered = new_text.lower()
     named = [h.filename for h in memories if h.filename.lower() in lowered]
     terms = set(_words(new_text))
