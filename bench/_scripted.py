@@ -34,10 +34,12 @@ PROMPT_HEAD = "# Memory update"
 _MEMORY_DIR = re.compile(r"^The memory directory is `([^`]+)`\.$", re.M)
 _COUNT = re.compile(r"Look at the last ~(\d+) messages?\b")
 _INDEX = re.compile(
-    r"^## `MEMORY\.md` as it is now\n\n(?:[^\n]*holds exactly this[^\n]*\n\n(?P<fence>`{3,})"
-    r"markdown\n(?P<text>.*?)\n(?P=fence)$|[^\n]*does not exist yet)",
+    r"^## `MEMORY\.md` as it is now\n\n(?:[^\n]*(?P<lead>holds exactly this|Shown here without)"
+    r"[^\n]*\n\n(?P<fence>`{3,})markdown\n(?P<text>.*?)\n(?P=fence)$|[^\n]*does not exist yet)",
     re.M | re.S,
 )
+# A line of the prompt's list of memory files: `- [type] file.md (mtime): description`.
+_LISTED = re.compile(r"^- (?:\[[a-z]+\] )?(\S+\.md) \(", re.M)
 _NUMBERED = re.compile(r"^\s*\d+\t(.*)$")
 
 
@@ -76,7 +78,12 @@ class MemoryRequest:
     new_texts: tuple[str, ...]
     """The texts of the messages it should look at (the new ones)."""
     index: str | None
-    """The text of ``MEMORY.md`` (None: it does not exist yet)."""
+    """The text of ``MEMORY.md`` (None: it does not exist yet), as the prompt shows it."""
+    index_whole: bool = True
+    """Whether the prompt shows the index whole; else without its pointer lines, its last
+    line exact."""
+    listed: frozenset[str] = frozenset()
+    """The memory files the prompt lists."""
     turn: int
     """Requests of this run so far, this one included (1 for the first)."""
     read: Mapping[str, str]
@@ -105,6 +112,8 @@ def parse_memory_request(body: Mapping[str, Any]) -> MemoryRequest:
         memory_dir=found.group(1),
         new_texts=tuple(new),
         index=index,
+        index_whole=shown is None or shown.group("lead") != "Shown here without",
+        listed=frozenset(_LISTED.findall(everything)),
         turn=1 + sum(1 for m in own if m.get("role") == "assistant"),
         read=_reads(own),
     )
@@ -195,6 +204,8 @@ def save_calls(request: MemoryRequest, saves: Sequence[Save]) -> Message:
             calls.append(_call(first_id + 90, "Write", file_path=index_path, content=added))
         else:
             old = request.index.rstrip("\n")
+            if not request.index_whole:
+                old = old.rsplit("\n", 1)[-1]  # the one line it shows exact: append after it
             calls.append(
                 _call(
                     first_id + 90,
@@ -213,7 +224,7 @@ def _path(root: str, save: Save) -> str:
 
 
 def _exists(request: MemoryRequest, save: Save) -> bool:
-    return f"]({save.filename})" in (request.index or "")
+    return save.filename in request.listed or f"]({save.filename})" in (request.index or "")
 
 
 def _call(n: int, name: str, **tool_input: Any) -> ToolUseBlock:

@@ -393,8 +393,10 @@ def test_tools_stay_inside_the_memory_dir_and_runs_take_one_request_or_two(
         "Remember that the staging DB is read-only on Sundays. The demo is tomorrow.",
         "Forget the polars rule.",
     )
-    # New memories: one request, the index being shown. Forgetting reads the file first.
-    assert [r.fields["turn_count"] for r in session.runs()] == [1, 1, 2]
+    # A first memory: one request, the index being created. After it, the memory agent is
+    # shown the index without its pointer lines (the list of files carries them), and the
+    # offline model, which rewrites the whole index, reads it first; so does forgetting.
+    assert [r.fields["turn_count"] for r in session.runs()] == [1, 2, 2]
     assert all(not r.fields["hit_max_turns"] for r in session.runs())
     root = MemoryDir(session.memory)
     uses = [u for r in session.model.responses for u in r.message.tool_uses]

@@ -22,14 +22,23 @@ prompt and repeated runs keep a stable, cacheable prefix.
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memdir.errors import UsageError
-from memdir.store import MAX_ENTRYPOINT_LINES, MEMORY_FORMATS, MemoryFormat
+from memdir.store import (
+    MAX_ENTRYPOINT_LINES,
+    MEMORY_FORMATS,
+    MEMORY_TYPES,
+    MemoryFormat,
+    MemoryHeader,
+    format_manifest,
+)
 
 __all__ = [
     "PromptParts",
@@ -89,6 +98,33 @@ These memory files exist already:
 
 Check this list before you write: update an existing file instead of writing a duplicate, \
 and change or remove a memory the conversation shows is wrong."""
+
+_TOO_MANY = """\
+## What the memory directory holds
+
+{count} memory files{more}: {kinds}. Too many to list on every run: the ones the new messages \
+touch are listed with the request, after the conversation. Before you write a memory \
+that may exist already, `Grep` or `Glob` the memory directory for it (each file's `name` \
+and `description` are in its frontmatter)."""
+
+_TOUCHED = """\
+## Existing memory files
+
+{listed}
+
+Check this list before you write: update an existing file instead of writing a duplicate, \
+and change or remove a memory the conversation shows is wrong."""
+
+_NONE_TOUCHED = "The new messages touch none of the memory files by name or description."
+
+_ELIDED_LEAD = (
+    "{label} counts as `Read` already. Shown here without its {count} pointer {lines} to "
+    "memory files (`- [Title](file.md) — hook`; `Read` it before you change or remove "
+    "one). Its last line is exact: add a pointer with an `Edit` of that line, and never "
+    "`Write` over the whole index."
+)
+
+_ELISION = "[… {count} pointer {lines} to memory files …]"
 
 _ADD_POINTER = ", and add its pointer to {index} (`Edit` it, or `Write` it if it does not exist)"
 
@@ -299,11 +335,13 @@ class PromptParts:
     """
 
     request: str
-    """What this run is about: the number of new messages, where memory lives, and the
-    turn's date (sent last, so it never changes a cached prefix)."""
+    """What this run is about: the number of new messages, where memory lives, the
+    turn's date and, in a store too large to list, the memory files the new messages
+    touch (sent last, so it never changes a cached prefix)."""
     state: str
-    """What memory holds now: the list of memory files and the text of each index (and,
-    in memdir's own request, the project's instruction files after them)."""
+    """What memory holds now: the list of memory files (or, in a store too large to
+    list, their count by type) and the text of each index (and, in memdir's own request,
+    the project's instruction files after them)."""
     instructions: str
     """How to do the job; the same on every run of one extractor."""
 
@@ -326,10 +364,22 @@ def extract_prompt_parts(
     today: datetime.date | None = None,
     memory_format: MemoryFormat = "current",
     host_memory: bool = False,
+    memories: Sequence[MemoryHeader] | None = None,
+    new_text: str = "",
+    list_budget: int | None = None,
 ) -> PromptParts:
     """The extraction prompt for one private directory, or (``team``) a private and a team
-    directory, in parts; the arguments are those of :func:`build_extract_auto_only_prompt`
-    and :func:`build_extract_combined_prompt`."""
+    directory, in parts; the other arguments are those of
+    :func:`build_extract_auto_only_prompt` and :func:`build_extract_combined_prompt`.
+
+    ``memories``, when given, are the store's files in the order to list them, and take
+    the place of ``manifest``: each memory is then shown once, in the list, and the index
+    texts leave out their pointer lines to memory files. Past ``list_budget`` files, the
+    state only counts them by type, and the request lists the (at most ``list_budget``)
+    files most relevant to ``new_text``, the new messages: what a run is shown stays the
+    same size however many memories the store holds, and the state before the
+    conversation does not change with the new messages.
+    """
     if memory_format not in MEMORY_FORMATS:
         raise UsageError(
             f"unknown memory format {memory_format!r}; expected one of {MEMORY_FORMATS}"
@@ -347,13 +397,25 @@ def extract_prompt_parts(
         # Claude Code's own words for the date in its context; the memory agent needs it
         # to turn "next Thursday" into a calendar date.
         request += f"\n\nToday's date is {today.isoformat()}."
-    state = [_manifest_section(manifest)]
+    if memories is None:
+        state = [_manifest_section(manifest)]
+    elif list_budget is None or len(memories) <= list_budget:
+        state = [_manifest_section(format_manifest(memories))]
+    else:
+        # Past the budget the list depends on the new messages, so it goes last, with the
+        # request: the state before the conversation stays the same from run to run.
+        state = [_too_many_section(memories)]
+        request += "\n\n" + _touched_section(memories, new_text, list_budget)
+    # With the list given, it carries every memory, and the index drops its pointer lines.
+    elide = memories is not None
     if not skip_index:
         if team:
-            state.append(_index_section("`MEMORY.md` of the private directory", index_text))
-            state.append(_index_section("`MEMORY.md` of the team directory", team_index_text))
+            private = "`MEMORY.md` of the private directory"
+            state.append(_index_section(private, index_text, elide))
+            shared = "`MEMORY.md` of the team directory"
+            state.append(_index_section(shared, team_index_text, elide))
         else:
-            state.append(_index_section("`MEMORY.md`", index_text))
+            state.append(_index_section("`MEMORY.md`", index_text, elide))
     instructions = (
         _short_instructions(team, skip_index, named=memory_dir is not None)
         if host_memory
@@ -392,10 +454,16 @@ def _short_instructions(team: bool, skip_index: bool, named: bool) -> str:
     return _join(*sections)
 
 
-def _index_section(label: str, text: str | None) -> str:
+def _index_section(label: str, text: str | None, elide: bool = False) -> str:
     if text is None:
         return _NO_INDEX_YET.format(label=label)
-    lead = f"{label} holds exactly this; it counts as `Read` already, so `Edit` it directly:"
+    shown, elided = _without_pointers(text) if elide else (text, 0)
+    if elided:
+        lines = "line" if elided == 1 else "lines"
+        lead = _ELIDED_LEAD.format(label=label, count=elided, lines=lines)
+        text = shown
+    else:
+        lead = f"{label} holds exactly this; it counts as `Read` already, so `Edit` it directly:"
     # A fence longer than any backtick run inside keeps the text whole.
     fence = "```"
     while fence in text:
@@ -574,6 +642,151 @@ def _manifest_section(manifest: str) -> str:
     if not manifest.strip():
         return ""
     return _MANIFEST.format(manifest=manifest.rstrip("\n"))
+
+
+_RELEVANCE_CHARS = 40_000
+# 200: the most files MemoryDir.scan lists by default (Claude Code's MAX_MEMORY_FILES).
+_SCAN_CAP = 200
+# A line of an index that points to a memory file in its directory: `- [Title](file.md)
+# — hook`. Not a link to a web page or to an absolute path.
+_POINTER = re.compile(r"\]\(\s*<?(?!/|[a-z][a-z0-9+.-]*:)[^)\s>]*\.md>?\s*\)", re.I)
+# Words too common to tell one memory from another.
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP_WORDS = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "are",
+        "but",
+        "not",
+        "you",
+        "your",
+        "with",
+        "this",
+        "that",
+        "from",
+        "have",
+        "has",
+        "was",
+        "were",
+        "will",
+        "would",
+        "can",
+        "could",
+        "should",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "how",
+        "all",
+        "any",
+        "its",
+        "into",
+        "out",
+        "use",
+        "used",
+        "about",
+        "they",
+        "them",
+        "then",
+        "than",
+        "there",
+        "here",
+        "just",
+        "also",
+        "only",
+        "more",
+        "most",
+        "some",
+        "such",
+        "very",
+        "one",
+        "two",
+    ]
+)
+# BM25's usual constants: term-frequency saturation and document-length normalisation.
+_K1 = 1.2
+_B = 0.75
+
+
+def _too_many_section(memories: Sequence[MemoryHeader]) -> str:
+    """What a store too large to list holds, counted by type."""
+    kinds = [(kind, sum(1 for h in memories if h.type == kind)) for kind in MEMORY_TYPES]
+    untyped = sum(1 for h in memories if h.type is None)
+    counts = [f"{n} {kind}" for kind, n in kinds if n] + ([f"{untyped} untyped"] if untyped else [])
+    # A scan lists the newest files only: at its cap there are more than it shows.
+    more = " or more (the newest are counted)" if len(memories) >= _SCAN_CAP else ""
+    return _TOO_MANY.format(count=len(memories), more=more, kinds=", ".join(counts))
+
+
+def _touched_section(memories: Sequence[MemoryHeader], new_text: str, limit: int) -> str:
+    """The (at most ``limit``) memory files the new messages touch, in the caller's order."""
+    chosen = _relevant(memories, new_text, max(limit, 0))
+    listed = format_manifest([header for header in memories if header.filename in chosen])
+    return _TOUCHED.format(listed=listed or _NONE_TOUCHED)
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _STOP_WORDS]
+
+
+def _relevant(memories: Sequence[MemoryHeader], new_text: str, limit: int) -> frozenset[str]:
+    """The file names of at most ``limit`` memories the new messages touch: those they
+    name first, then the best by BM25 over each file's name, file name and description.
+
+    Lexical and read from the headers alone, so it costs no request and no file read;
+    the memory agent finds anything it misses with `Grep`.
+    """
+    # The newest part of a long backlog is enough to tell what it touches, and keeps this
+    # work (it runs on the host's event loop) small whatever the backlog's length.
+    new_text = new_text[-_RELEVANCE_CHARS:]
+    lowered = new_text.lower()
+    named = [h.filename for h in memories if h.filename.lower() in lowered]
+    terms = set(_words(new_text))
+    documents = [
+        Counter(_words(" ".join((h.filename, h.name or "", h.description or "")))) for h in memories
+    ]
+    lengths = [sum(doc.values()) for doc in documents]
+    average = sum(lengths) / len(lengths) or 1.0
+    holders = Counter(term for doc in documents for term in doc if term in terms)
+    count = len(documents)
+    scored: list[tuple[float, int]] = []
+    for index, (doc, length) in enumerate(zip(documents, lengths, strict=True)):
+        score = 0.0
+        for term in terms & doc.keys():
+            idf = math.log(1 + (count - holders[term] + 0.5) / (holders[term] + 0.5))
+            norm = _K1 * (1 - _B + _B * length / average)
+            score += idf * doc[term] * (_K1 + 1) / (doc[term] + norm)
+        if score > 0:
+            scored.append((score, index))
+    # Highest score first; a tie keeps the caller's order.
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    ranked = [*named, *(memories[index].filename for _, index in scored)]
+    return frozenset(list(dict.fromkeys(ranked))[:limit])
+
+
+def _without_pointers(text: str) -> tuple[str, int]:
+    """``text`` with each run of lines that point to a memory file replaced by their
+    count (the list carries the memories; the index's pointers would repeat it, and grow
+    with the store), and how many went. The last line stays, exact, for an `Edit` to add
+    a pointer after."""
+    lines = text.rstrip("\n").split("\n")
+    kept: list[str] = []
+    run = 0
+    elided = 0
+    for number, line in enumerate(lines):
+        if _POINTER.search(line) is not None and number < len(lines) - 1:
+            run += 1
+            continue
+        if run:
+            kept.append(_ELISION.format(count=run, lines="line" if run == 1 else "lines"))
+            elided += run
+            run = 0
+        kept.append(line)
+    return "\n".join(kept), elided
 
 
 def _join(*sections: str) -> str:

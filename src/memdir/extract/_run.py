@@ -36,7 +36,7 @@ from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
 from memdir.messages import Message, TextBlock, model_visible
 from memdir.models import Model
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
-from memdir.store import ENTRYPOINT_NAME, MemoryDir, format_manifest
+from memdir.store import ENTRYPOINT_NAME, MemoryDir
 from memdir.telemetry import Sink
 from memdir.tools import (
     FileStamp,
@@ -246,9 +246,10 @@ class Runner:
             count: int, newest_first: bool, end: int, host_memory: bool = False
         ) -> PromptParts:
             listed = headers if newest_first else list(reversed(headers))
+            new = "\n".join(m.text for m in model_visible(messages[cursor:end]))
             return extract_prompt_parts(
                 count,
-                format_manifest(listed),
+                "",
                 self._config.skip_index,
                 memory_dir=str(md.root),
                 team=team,
@@ -258,6 +259,9 @@ class Runner:
                 today=_turn_date(messages, cursor, end, reported_at),
                 memory_format=self._config.memory_format,
                 host_memory=host_memory,
+                memories=listed,
+                new_text=new,
+                list_budget=self._config.memory_list_entries,
             )
 
         now = self._clock()
