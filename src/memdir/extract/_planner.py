@@ -192,7 +192,7 @@ def plan_run(
     if fork is None:
         return RunPlan(mode="standalone", fork=None, standalone=alone, reason="no host request")
     shared = estimate("fork", fork, stats)
-    if fork.prompt_tokens > fork.family.context_tokens:
+    if fork.prompt_tokens > fork.family.prompt_limit:
         reason = "the host's request outgrew the model's context window"
         return RunPlan(mode="standalone", fork=shared, standalone=alone, reason=reason)
     if setting == "fork":
