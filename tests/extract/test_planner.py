@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,9 +14,9 @@ from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
 from memdir.extract._planner import RequestShape, RunStats, estimate, plan_run
 from memdir.fork import CacheSafeParams
 from memdir.messages import Message
-from memdir.models import Usage
+from memdir.models import AnthropicModel, ModelRequest, RetryPolicy, Usage
 from memdir.telemetry import CollectingSink
-from memdir.testing import ScriptedModel
+from memdir.testing import FakeAnthropicServer, FakeClock, ScriptedModel
 from memdir.tools import builtin_tools
 
 SONNET = model_family("anthropic:claude-sonnet-4-5")
@@ -230,3 +232,96 @@ def test_a_host_whose_tools_cannot_write_is_not_forked(tmp_path: Path) -> None:
     (run,) = sink.named("extract.run")
     assert run.fields["mode"] == "standalone"
     assert run.fields["plan_reason"] == "the host's tools cannot write memory"
+
+
+# --- estimates against bills, over HTTP to the fake Anthropic server ------------------------
+
+
+def served_runs(
+    tmp_path: Path, *, system: str, tools: list[dict[str, object]], turns: int, mode: str = "auto"
+) -> tuple[list[dict[str, Any]], list[Mapping[str, Any]]]:
+    """``turns`` host turns 20 s apart, each a request of the host's through the fake server
+    and then a run of the extractor: the ``extract.run`` fields, and the usage the server
+    reported for each of the extractor's requests."""
+    clock = FakeClock()
+    answer = "Batch by partition and flush every second. " * 30
+    with FakeAnthropicServer(handler=lambda body: "Nothing to save.", clock=clock) as server:
+        model = AnthropicModel(
+            "claude-sonnet-5-5",
+            api_key="k",
+            base_url=server.base_url,
+            retry=RetryPolicy(max_retries=0),
+        )
+        params = CacheSafeParams(model=model, system=system, tools=tools)
+        sink = CollectingSink()
+        config = ExtractConfig(mode=mode)  # type: ignore[arg-type]
+        extractor = MemoryExtractor(tmp_path / "memory", model, config, sink=sink, clock=clock)
+
+        async def main() -> None:
+            messages: list[Message] = []
+            for turn in range(turns):
+                clock.advance(20.0)
+                messages.append(Message.user(f"Question {turn}: how should the job batch? " * 4))
+                await model.request(
+                    ModelRequest(system=system, tools=tools, messages=tuple(messages))
+                )
+                messages.append(Message.assistant(answer))
+                extractor.on_turn_end(
+                    TurnContext(
+                        messages=tuple(messages),
+                        params=params,
+                        last_request_at=clock(),
+                        cwd=str(tmp_path),
+                    )
+                )
+                await extractor.drain()
+            await model.aclose()
+
+        asyncio.run(main())
+        server.assert_no_errors()
+        usage = [r.usage for r in server.requests[1::2] if r.usage is not None]
+    return [dict(e.fields) for e in sink.named("extract.run")], usage
+
+
+def test_the_first_standalone_run_is_priced_with_its_cache_cold(tmp_path: Path) -> None:
+    """The run after a fork is memdir's first standalone request: nothing of it is cached
+    yet, so it is estimated (and billed) at the cache-write price, not as the warm
+    standalone run it makes possible."""
+    runs, usage = served_runs(
+        tmp_path, system="You are a coding agent. " * 200, tools=WRITE_TOOLS, turns=3
+    )
+    first, second, third = runs
+    assert first["mode"] == "fork"
+    # The second run goes standalone because the third one is then far cheaper than a fork,
+    # but it is priced as what it is: memdir's cache cold, everything written.
+    assert second["mode"] == "standalone"
+    assert second["estimate_note"] == "memdir's cache cold"
+    assert second["estimated_cache_read_tokens"] == 0
+    assert usage[1]["cache_read_input_tokens"] == 0
+    assert second["estimated_cost"] == second["estimated_cost_standalone"]
+    assert second["estimated_cost"] > second["estimated_cost_fork"]  # ~3,800 against ~2,530
+    assert second["estimated_cost"] == pytest.approx(second["billed_cost"], rel=0.1)
+    # The third reads what the second wrote, as estimated.
+    assert third["estimate_note"] == "memdir's window cached"
+    assert third["estimated_cost"] == pytest.approx(third["billed_cost"], rel=0.1)
+    assert third["billed_cost"] < 0.3 * second["billed_cost"]
+
+
+def test_a_host_request_below_the_cache_minimum_is_priced_without_a_read(
+    tmp_path: Path,
+) -> None:
+    """A host request under the provider's minimum cacheable length (1,024 tokens on
+    Sonnet) was never cached: the fork reads none of it and pays to write its own."""
+    runs, usage = served_runs(tmp_path, system="A short agent.", tools=[], turns=2, mode="fork")
+    for run, used in zip(runs, usage, strict=True):
+        assert run["mode"] == "fork"
+        assert run["estimate_note"] == "host request below the cache minimum"
+        assert used["cache_read_input_tokens"] == 0
+        assert run["estimated_cost"] == run["estimated_cost_fork"]
+        assert run["billed_cost"] == run["cost"]
+    # The first run is estimated from a typical run (one and a half requests, the second
+    # reading the first); by the second the planner knows its runs take one request, and
+    # it expects no read at all: ~2,950 estimated, ~2,950 billed.
+    second = runs[1]
+    assert second["estimated_cache_read_tokens"] == 0
+    assert second["estimated_cost"] == pytest.approx(second["billed_cost"], rel=0.05)

@@ -571,6 +571,7 @@ class MemoryExtractor:
         memories = [p for p in result.written_paths if p.name != ENTRYPOINT_NAME]
         team = sum(1 for p in memories if self.memory_dir.is_team_path(p, cwd=cwd))
         usage = result.usage
+        chosen = plan.fork if plan.mode == "fork" and plan.fork is not None else plan.standalone
         emit(
             self.sink,
             "extract.run",
@@ -590,6 +591,13 @@ class MemoryExtractor:
             estimated_cost_fork=round(plan.fork.cost, 1) if plan.fork is not None else None,
             estimated_cost_standalone=round(plan.standalone.cost, 1),
             cost=round(outcome.cost, 1),
+            # The chosen way's estimate beside what its usage was billed, in the same
+            # units, so a bench can see how far the planner is off.
+            estimated_cost=round(chosen.cost, 1),
+            estimated_cache_read_tokens=round(chosen.cache_read_tokens),
+            estimated_cache_write_tokens=round(chosen.cache_write_tokens),
+            estimate_note=chosen.note,
+            billed_cost=round(outcome.cost, 1),
             hit_max_turns=result.hit_max_turns,
         )
         if memories and pending.notify is not None:

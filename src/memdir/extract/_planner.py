@@ -182,13 +182,14 @@ def plan_run(
     """Price both ways and choose by ``setting``: ``auto`` takes the cheaper, ``fork`` and
     ``standalone`` insist (the fork only while a host request exists and fits the model).
 
-    The standalone side is this run's estimate, or ``standalone_steady`` (see
-    :func:`steady`) when that is lower: the cost of standalone runs once they follow one
-    another, rather than of the first one after a run of forks.
+    The standalone side is always this run's own estimate, with memdir's cache as it is
+    now (cold on its first standalone run): that is what the run will be billed, and what
+    telemetry compares with the bill. ``standalone_steady`` (see :func:`steady`), the cost
+    of standalone runs once they follow one another, only decides whether a cold
+    standalone run that costs more than the fork is worth taking to make the next one
+    cheaper.
     """
     alone = estimate("standalone", standalone, stats)
-    if standalone_steady is not None and standalone_steady.cost < alone.cost:
-        alone = standalone_steady
     if fork is None:
         return RunPlan(mode="standalone", fork=None, standalone=alone, reason="no host request")
     shared = estimate("fork", fork, stats)
@@ -208,5 +209,17 @@ def plan_run(
     if setting == "standalone":
         return RunPlan(mode="standalone", fork=shared, standalone=alone, reason="mode=standalone")
     if shared.cost <= alone.cost:
+        if standalone_steady is not None and _switch_pays(shared, alone, standalone_steady):
+            reason = "standalone pays back its cold cache on the next run"
+            return RunPlan(mode="standalone", fork=shared, standalone=alone, reason=reason)
         return RunPlan(mode="fork", fork=shared, standalone=alone, reason="fork is cheaper")
     return RunPlan(mode="standalone", fork=shared, standalone=alone, reason="standalone is cheaper")
+
+
+def _switch_pays(shared: CostEstimate, alone: CostEstimate, steady: CostEstimate) -> bool:
+    """Whether going standalone now, dearer than the fork because memdir's cache is cold,
+    is paid back by the next run: this run's extra cost against what the next standalone
+    run (``steady``, which counts how often the cache will have expired by then) saves on
+    the fork. Only the next run is counted: a cache write that no run reads is a cost with
+    no saving, and further runs are too uncertain to bank on."""
+    return alone.cost - shared.cost < shared.cost - steady.cost

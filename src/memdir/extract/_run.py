@@ -470,7 +470,11 @@ class Runner:
             conversation = self.conversation.raw_tokens_between(0, length)
         last = self.conversation.raw_tokens_between(length - 1, length) if length else 0
         prompt = static + conversation + estimate_tokens(parts.whole)
-        if age < family.cache_ttl_seconds:
+        if static + conversation < family.min_cache_tokens:
+            # The host's own request was too short for the provider to cache any of it:
+            # there is nothing to read, however recent it is.
+            warm, note = 0, "host request below the cache minimum"
+        elif age < family.cache_ttl_seconds:
             warm, note = static + conversation - last, "host cache warm"
         elif long_lived and age < 3600.0:
             warm, note = long_lived, "host cache expired but for its one-hour part"
