@@ -209,17 +209,26 @@ def plan_run(
     if setting == "standalone":
         return RunPlan(mode="standalone", fork=shared, standalone=alone, reason="mode=standalone")
     if shared.cost <= alone.cost:
-        if standalone_steady is not None and _switch_pays(shared, alone, standalone_steady):
-            reason = "standalone pays back its cold cache on the next run"
+        if standalone_steady is not None and _switch_pays(shared, alone, standalone_steady, stats):
+            reason = "standalone pays back its cold cache in later runs"
             return RunPlan(mode="standalone", fork=shared, standalone=alone, reason=reason)
         return RunPlan(mode="fork", fork=shared, standalone=alone, reason="fork is cheaper")
     return RunPlan(mode="standalone", fork=shared, standalone=alone, reason="standalone is cheaper")
 
 
-def _switch_pays(shared: CostEstimate, alone: CostEstimate, steady: CostEstimate) -> bool:
+def _switch_pays(
+    shared: CostEstimate, alone: CostEstimate, steady: CostEstimate, stats: RunStats
+) -> bool:
     """Whether going standalone now, dearer than the fork because memdir's cache is cold,
-    is paid back by the next run: this run's extra cost against what the next standalone
-    run (``steady``, which counts how often the cache will have expired by then) saves on
-    the fork. Only the next run is counted: a cache write that no run reads is a cost with
-    no saving, and further runs are too uncertain to bank on."""
-    return alone.cost - shared.cost < shared.cost - steady.cost
+    is paid back by the standalone runs after it: this run's extra cost against what each
+    of them (``steady``, which counts how often the cache will have expired by then) saves
+    on the fork. Runs are counted until the cache is expected to lapse (one over the
+    share of gaps that outlive it), at most :data:`PAYBACK_RUNS`: a cache write that no
+    later run reads is a cost with no saving, and runs far ahead are too uncertain to
+    bank on."""
+    lapse = max(1.0 - stats.warm_share, 1.0 / PAYBACK_RUNS)
+    return alone.cost - shared.cost < (shared.cost - steady.cost) / lapse
+
+
+PAYBACK_RUNS = 4.0
+"""The most later runs a cold standalone run's extra cost may be spread over."""
