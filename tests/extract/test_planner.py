@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memdir.cost import Prices, bill, model_family
+from memdir.cost import CostEstimate, Prices, bill, model_family
 from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
 from memdir.extract._planner import RequestShape, RunStats, estimate, plan_run
 from memdir.fork import CacheSafeParams
@@ -104,6 +104,34 @@ def test_the_plan_takes_the_cheaper_and_reports_both() -> None:
     )
     assert plan_run("fork", shape(60_000, 59_000), shape(8_000, 4_000), stats).mode == "fork"
     assert plan_run("auto", None, shape(8_000, 0), stats).fork is None
+
+
+def test_a_cold_standalone_run_is_taken_only_when_later_runs_pay_it_back() -> None:
+    """memdir's first standalone run writes its cache (5,000 here, against 4,150 for the
+    fork); each standalone run after it saves 350 on the fork while the cache lives."""
+    steady_cost = CostEstimate(
+        mode="standalone",
+        model="anthropic:claude-sonnet-4-5",
+        requests=1.0,
+        input_tokens=0.0,
+        cache_read_tokens=0.0,
+        cache_write_tokens=0.0,
+        output_tokens=0.0,
+        cost=3_800.0,
+    )
+    fork, alone = shape(30_000, 29_000), shape(4_000, 0)
+    # Runs follow each other within the cache's life: four of them pay back the 850.
+    warm = RunStats(requests=1.0, output_tokens=0.0, warm_share=1.0)
+    plan = plan_run("auto", fork, alone, warm, steady_cost)
+    assert plan.mode == "standalone"
+    assert plan.reason == "standalone pays back its cold cache in later runs"
+    # It is priced as this run will be billed, cold, not as the runs it makes cheaper.
+    assert plan.standalone.cost == pytest.approx(5_000.0)
+    assert plan.fork is not None
+    assert plan.fork.cost == pytest.approx(4_150.0)
+    # Runs far apart: the cache it writes would lapse unread, and the fork stays.
+    cold = RunStats(requests=1.0, output_tokens=0.0, warm_share=0.0)
+    assert plan_run("auto", fork, alone, cold, steady_cost).mode == "fork"
 
 
 def test_a_host_request_past_the_context_window_is_never_forked() -> None:
