@@ -395,3 +395,34 @@ def test_builtin_tools_are_claude_codes_six_in_order(tmp_path: Path) -> None:
         assert json.loads(json.dumps(definition)) == definition
         schema["required"].append("changed by a caller")  # a copy: ours stays as it was
         assert "changed by a caller" not in tool.definition()["input_schema"]["required"]
+
+
+def test_the_folded_index_the_agent_was_shown_is_never_written_back(tmp_path: Path) -> None:
+    """The memory agent sees MEMORY.md with its pointer lines folded into one line; a
+    Write (or Edit) that would put that line in the index is refused and the pointers
+    stay, while an Edit of the index's real lines goes through."""
+    from memdir.extract._prompts import _ELISION
+    from memdir.tools import memory_write_guard
+
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    index = memory / "MEMORY.md"
+    pointers = "".join(f"- [Fact {i}](fact-{i}.md) — fact {i}\n" for i in range(3))
+    index.write_text(f"# Memory\n\n{pointers}")
+    context = ToolContext(write_guard=memory_write_guard(memory))
+    shown = (
+        "# Memory\n\n"
+        + _ELISION.format(count=2, lines="lines")
+        + "\n- [Fact 2](fact-2.md) — fact 2\n"
+    )
+    run(ReadTool(memory), {"file_path": str(index)}, context)
+
+    with pytest.raises(ToolError, match="pointer lines folded"):
+        run(WriteTool(memory), {"file_path": str(index), "content": shown}, context)
+    assert index.read_text() == f"# Memory\n\n{pointers}"
+
+    new = "- [Fact 3](fact-3.md) — fact 3"
+    old = "- [Fact 2](fact-2.md) — fact 2"
+    edit = {"file_path": str(index), "old_string": old, "new_string": f"{old}\n{new}"}
+    run(EditTool(memory), edit, context)
+    assert index.read_text() == f"# Memory\n\n{pointers}{new}\n"

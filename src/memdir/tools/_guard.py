@@ -8,14 +8,15 @@ which asks the same questions of a call before it runs and imports them from her
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
-from memdir.store import MemoryDir, scan_secrets
+from memdir.store import ENTRYPOINT_NAME, MemoryDir, scan_secrets
 from memdir.store._atomic import STATE_DIR_NAME
 from memdir.store._containment import is_within, resolve_candidate
 from memdir.tools._base import WriteGuard
 
-__all__ = ["is_bookkeeping", "memory_write_guard", "secret_refusal"]
+__all__ = ["folded_index_refusal", "is_bookkeeping", "memory_write_guard", "secret_refusal"]
 
 
 def secret_refusal(md: MemoryDir, path: object, text: str, allow_private: bool) -> str | None:
@@ -31,6 +32,23 @@ def secret_refusal(md: MemoryDir, path: object, text: str, allow_private: bool) 
     return (
         f"refused: the result would contain a credential ({kinds}). Secrets are never saved "
         f"to {scope}. Write the memory without the value (say where the secret is kept)."
+    )
+
+
+# The line that stands for the pointer lines left out of the index the memory agent is
+# shown (``memdir.extract._prompts``): written back, it would replace them all.
+_ELIDED_POINTERS = re.compile(r"\[… \d+ pointer lines? to memory files …\]")
+
+
+def folded_index_refusal(path: Path, text: str) -> str | None:
+    """Why ``text`` may not become the index at ``path``: it holds the line that stood
+    for the pointer lines the memory agent was not shown, so writing it would lose them."""
+    if path.name != ENTRYPOINT_NAME or not _ELIDED_POINTERS.search(text):
+        return None
+    return (
+        f"refused: {path.name} was shown with its pointer lines folded into one line, and "
+        "this text still holds that line, so writing it would lose them. Read the index, "
+        "then Edit only the lines to change."
     )
 
 
@@ -60,6 +78,8 @@ def memory_write_guard(
             return f"refused: {target} is outside the memory directory {md.root}"
         if is_bookkeeping(md, target):
             return f"refused: {target} is memdir's own bookkeeping, not a memory"
-        return secret_refusal(md, target, text, allow_private_secrets)
+        return folded_index_refusal(target, text) or secret_refusal(
+            md, target, text, allow_private_secrets
+        )
 
     return guard
