@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,6 +162,21 @@ class Save:
     """The one-line description."""
     body: str
     """What it says."""
+
+
+def feedback_saves(turns: Iterable[int], user_text: Callable[[int], str]) -> list[Save]:
+    """One feedback memory per turn in ``turns``, holding what the user said then: the
+    saves the benches' scripted memory agent makes."""
+    return [
+        Save(
+            filename=f"feedback_turn_{t:03d}.md",
+            title=f"Note from turn {t}",
+            type="feedback",
+            description=f"what the user asked for in turn {t}",
+            body=user_text(t),
+        )
+        for t in turns
+    ]
 
 
 def memory_file(save: Save) -> str:

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _scripted import Save, is_memory_request, parse_memory_request, save_calls
+from _scripted import feedback_saves, is_memory_request, parse_memory_request, save_calls
 from memdir.cost import bill, model_family
 from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
 from memdir.extract._prompts import extract_prompt_parts
@@ -403,16 +403,7 @@ class Replies:
         if not wanted or request.turn > 1:
             reply: Message | str = "Nothing new to save."
         else:
-            saves = [
-                Save(
-                    filename=f"feedback_turn_{t:03d}.md",
-                    title=f"Note from turn {t}",
-                    type="feedback",
-                    description=f"what the user asked for in turn {t}",
-                    body=user_text(t),
-                )
-                for t in wanted
-            ]
+            saves = feedback_saves(wanted, user_text)
             reply = save_calls(request, saves)
         if self.thinking and body.get("thinking"):
             # Thinking stays on in a fork (the host's parameters), so its answers think too.

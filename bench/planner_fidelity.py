@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _scripted import Save, is_memory_request, parse_memory_request, save_calls
+from _scripted import feedback_saves, is_memory_request, parse_memory_request, save_calls
 from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
 from memdir.fork import CacheSafeParams
 from memdir.messages import Message
@@ -74,16 +74,7 @@ def session(
         ]
         if not wanted or request.turn > 1:
             return "Nothing new to save."
-        saves = [
-            Save(
-                filename=f"feedback_turn_{t:03d}.md",
-                title=f"Note from turn {t}",
-                type="feedback",
-                description=f"what the user asked for in turn {t}",
-                body=user_text(t),
-            )
-            for t in wanted
-        ]
+        saves = feedback_saves(wanted, user_text)
         return save_calls(request, saves)
 
     with (

@@ -42,6 +42,7 @@ from memdir._cli._run import (
     TranscriptReport,
     caught_up,
     completed_turn_ends,
+    new_report,
     resume_index,
     session_of,
 )
@@ -414,12 +415,11 @@ async def _extract_locked(
     messages = transcript.messages
     start = resume_index(messages, saved.cursor)
     ends = [e for e in completed_turn_ends(messages) if e >= start]
-    report = TranscriptReport(
-        path=str(transcript.path),
-        session_id=session,
-        memory_dir=str(memory.root),
-        turns=len(ends),
-        skipped_lines=[(s.line, s.reason) for s in transcript.skipped],
+    report = new_report(
+        transcript,
+        session,
+        memory,
+        ends,
         host_request="the session itself, resumed as a fork in Claude Code",
     )
     if not ends:

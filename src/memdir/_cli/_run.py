@@ -8,6 +8,7 @@ import itertools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from memdir._cli._recorded import recorded_host
 from memdir.extract import ExtractConfig, MemoryExtractor, MemorySaved, TurnContext
@@ -114,6 +115,25 @@ def _epoch(stamp: str | None) -> float | None:
 def session_of(transcript: Transcript) -> str:
     """The key a transcript's cursor is kept under."""
     return transcript.session_id or transcript.path.stem
+
+
+def new_report(
+    transcript: Transcript,
+    session: str,
+    memory: MemoryDir,
+    ends: Sequence[int],
+    **fields: Any,
+) -> TranscriptReport:
+    """The report of a run over ``transcript``'s turns ending at ``ends``, whichever
+    way it runs (``fields``: what that way adds)."""
+    return TranscriptReport(
+        path=str(transcript.path),
+        session_id=session,
+        memory_dir=str(memory.root),
+        turns=len(ends),
+        skipped_lines=[(s.line, s.reason) for s in transcript.skipped],
+        **fields,
+    )
 
 
 async def caught_up(transcript: Transcript, cursor: str | None) -> Transcript:
@@ -236,12 +256,11 @@ async def extract_transcript(
     skip = skip_before(messages, resumed, since=since, backlog_tokens=backlog_tokens)
     start = skip.start
     ends = [e for e in completed_turn_ends(messages) if e >= start]
-    report = TranscriptReport(
-        path=str(transcript.path),
-        session_id=session,
-        memory_dir=str(memory.root),
-        turns=len(ends),
-        skipped_lines=[(s.line, s.reason) for s in transcript.skipped],
+    report = new_report(
+        transcript,
+        session,
+        memory,
+        ends,
         usage_estimated=isinstance(model, OfflineModel),
         skipped_messages=start - resumed,
         skipped_turns=sum(1 for e in completed_turn_ends(messages) if resumed <= e < start),
