@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
-from memdir.extract._standalone import STATE_HEADING
 from memdir.fork import CacheSafeParams
 from memdir.messages import Message
 from memdir.models import ModelRequest
@@ -74,23 +73,24 @@ def test_memdirs_own_request_holds_the_turns_date_and_the_projects_claude_md(
     # A fresh memory dir: nothing in it yet that could say what day it is.
     memory = tmp_path / "memory"
     request = one_request(memory, TurnContext(messages=CONVERSATION, cwd=str(project)))
-    state, *conversation, last = request.messages
-    assert state.is_meta
-    assert state.text.startswith(f"{STATE_HEADING}\n\n## `MEMORY.md` as it is now\n\n")
-    # After the memory's state, in the same cached message.
-    assert "does not exist yet: create it with `Write`.\n\n## The project's instruction files" in (
-        state.text
-    )
-    assert f"Contents of {project / 'CLAUDE.md'} (project instructions" in state.text
-    assert MARKER in state.text
+    opening, *conversation, last = request.messages
+    assert opening.is_meta
+    # Before the conversation, in the cached prefix: they change rarely.
+    assert "## The project's instruction files" in opening.text
+    assert f"Contents of {project / 'CLAUDE.md'} (project instructions" in opening.text
+    assert MARKER in opening.text
+    # The memory's state goes last, after the request: a save changes nothing before it.
+    assert "## `MEMORY.md` as it is now" not in opening.text
+    assert "does not exist yet: create it with `Write`." in last.text
+    assert MARKER not in last.text
     # The date of the newest message the run covers, not of the first, nor the run's.
     local = CONVERSATION[-1].timestamp
     assert local is not None
     today = local.astimezone().date().isoformat()
-    assert last.text.endswith(f"\n\nToday's date is {today}.")
+    assert f"\n\nToday's date is {today}.\n\n" in last.text
     # Only in the last message: the cached prefix before it stays the same on other days.
     assert isinstance(request.system, str)
-    assert "Today's date" not in request.system + state.text
+    assert "Today's date" not in request.system + opening.text
     assert MARKER not in request.system
 
 
@@ -103,7 +103,7 @@ def test_without_timestamps_the_date_is_when_the_turn_was_reported(
         tmp_path / "memory", TurnContext(messages=plain, cwd=str(project)), clock=clock
     )
     expected = datetime.datetime.fromtimestamp(clock()).date().isoformat()
-    assert request.messages[-1].text.endswith(f"Today's date is {expected}.")
+    assert f"Today's date is {expected}.\n\n" in request.messages[-1].text
 
 
 def test_the_instruction_files_can_be_left_out(tmp_path: Path, project: Path) -> None:

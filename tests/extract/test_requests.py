@@ -84,7 +84,7 @@ def test_a_save_is_one_request_the_index_edited_without_a_read(tmp_path: Path, f
 
     requests, sink, memory = run(tmp_path, answers, fork=fork)
     assert len(requests) == 1
-    shown = requests[0].messages[-1].text if fork else requests[0].messages[0].text
+    shown = requests[0].messages[-1].text
     assert "```markdown\n- [Role](user_role.md) — data engineer\n```" in shown
     (event,) = sink.named("extract.run")
     assert event.fields["turn_count"] == 1

@@ -14,7 +14,6 @@ import pytest
 from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
 from memdir.extract._standalone import (
     STANDALONE_SYSTEM_PROMPT,
-    STATE_HEADING,
     RenderedConversation,
     render,
 )
@@ -148,15 +147,14 @@ def test_extractor_without_params_sends_its_own_request(tmp_path: Path) -> None:
     assert request.system.startswith(STANDALONE_SYSTEM_PROMPT)
     assert "## The four types of memory" in request.system  # the instructions, cached
     assert [t["name"] for t in request.tools] == ["Read", "Write", "Edit"]
-    state, *conversation, prompt = request.messages
-    assert state.is_meta
-    assert state.text.startswith(STATE_HEADING)
-    assert "`MEMORY.md` does not exist yet" in state.text
+    opening, *conversation, prompt = request.messages
+    assert opening.is_meta
+    assert "`MEMORY.md` does not exist yet" in prompt.text
     assert [m.text for m in conversation] == [m.text for m in convo(2)]
     assert prompt.text.startswith("# Memory update")
     assert "the last ~4 messages" in prompt.text
     assert str(tmp_path / "memory") in prompt.text
-    # The state, the end of the conversation (for the next run) and the prompt.
+    # The opening message, the end of the conversation (for the next run) and the prompt.
     assert request.cache_points == (0, len(request.messages) - 2)
     (run,) = sink.named("extract.run")
     assert run.fields["cache_shared"] is False

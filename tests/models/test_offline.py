@@ -20,7 +20,6 @@ from memdir.extract import (
     build_extract_auto_only_prompt,
     build_extract_combined_prompt,
 )
-from memdir.extract._standalone import STATE_HEADING
 from memdir.fork import CacheSafeParams
 from memdir.messages import Message, ToolResultBlock, ToolUseBlock
 from memdir.models import Model, ModelRequest, ModelResponse, OfflineModel
@@ -506,7 +505,6 @@ def test_every_prompt_pattern_matches_some_real_prompt() -> None:
         build_extract_combined_prompt(3, "- b.md (2026-01-01T00:00:00.000Z)", skip, memory_dir="/m")
         for skip in (False, True)
     ]
-    prompts.append(STATE_HEADING + "\n\n" + prompts[0])
     for name, pattern in PROMPT_PATTERNS.items():
         assert any(pattern.search(p) for p in prompts), name
     assert parse_extraction_prompt("# Memory update\n\nSomething else") is None

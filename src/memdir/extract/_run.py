@@ -10,7 +10,6 @@ as a turn's calls have all written successfully.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime
 import hashlib
 import json
@@ -25,7 +24,6 @@ from memdir.extract._instructions import format_instruction_files, load_instruct
 from memdir.extract._planner import RequestShape, RunPlan, RunStats, plan_run, steady
 from memdir.extract._prompts import PromptParts, extract_prompt_parts, has_memory_section
 from memdir.extract._standalone import (
-    STATE_HEADING,
     RenderedConversation,
     StandaloneWindow,
     estimate_tokens,
@@ -128,20 +126,30 @@ def _one_hour(item: Mapping[str, Any]) -> bool:
 
 _EMPTY_STATE = "The memory directory is empty."
 
-
-def _with_project(parts: PromptParts, project: str) -> PromptParts:
-    """``parts`` with the project's instruction files after the memory's state: both
-    change rarely, so both sit in the cached message before the conversation."""
-    if not project:
-        return parts
-    return dataclasses.replace(parts, state=f"{parts.state or _EMPTY_STATE}\n\n{project}")
+_OPENING = "The conversation follows; memdir's request comes after it."
 
 
-def _state_message(parts: PromptParts) -> Message:
-    body = parts.state or _EMPTY_STATE
+def _opening_text(project: str) -> str:
+    """The standalone request's first message: the project's instruction files, if any.
+
+    They change rarely, so they sit before the conversation, in the cached prefix; the
+    message is there even without them, so that the conversation after it may start with
+    either role."""
+    return f"{_OPENING}\n\n{project}" if project else _OPENING
+
+
+def _opening_message(project: str) -> Message:
     # Meta: memdir's words, not the user's, for anything that reads the conversation.
-    text = f"{STATE_HEADING}\n\n{body}"
-    return Message(role="user", content=(TextBlock(text=text),), is_meta=True)
+    return Message(role="user", content=(TextBlock(text=_opening_text(project)),), is_meta=True)
+
+
+def _final_text(parts: PromptParts) -> str:
+    """The standalone request's last message: the request, then what memory holds now.
+
+    Both change from run to run (a save changes the state), so both come after the
+    conversation: the prefix the next run reads from the cache (instructions, tools,
+    the window and the messages this run covered) is never changed by a save."""
+    return f"{parts.request}\n\n{parts.state or _EMPTY_STATE}"
 
 
 def _turn_date(
@@ -270,10 +278,8 @@ class Runner:
             self.stats.record_gap(now - self._last_run_at < ttl)
         self._last_run_at = now
         alone_count = len(model_visible(messages[cursor : window.end]))
-        alone_parts = _with_project(
-            parts_for(alone_count, newest_first=False, end=window.end), project
-        )
-        alone_shape = self._standalone_shape(alone_parts, window, now)
+        alone_parts = parts_for(alone_count, newest_first=False, end=window.end)
+        alone_shape = self._standalone_shape(alone_parts, project, window, now)
         fork_shape: RequestShape | None = None
         fork_parts: PromptParts | None = None
         if turn.params is not None:
@@ -291,7 +297,7 @@ class Runner:
             fork_shape,
             alone_shape,
             self.stats,
-            self._standalone_steady(alone_parts, window),
+            self._standalone_steady(alone_parts, project, window),
         )
 
         context = ToolContext(
@@ -340,8 +346,8 @@ class Runner:
                 self._family(turn.params.model),
             )
         else:
-            result = await self._standalone(alone_parts, window, tools, gate, context)
-            key = self._cache_key(alone_parts, window)
+            result = await self._standalone(alone_parts, project, window, tools, gate, context)
+            key = self._cache_key(alone_parts, project, window)
             self._standalone_cache = (self._clock(), key, window.end)
             covered, count, family = window.end, alone_count, self._family(self._model)
         growth = sum(estimate_tokens(m.text) for m in result.messages[1:])
@@ -375,24 +381,24 @@ class Runner:
         return [t.definition() for t in builtin_tools(cwd) if t.name in _STANDALONE_TOOLS]
 
     def _standalone_shape(
-        self, parts: PromptParts, window: StandaloneWindow, now: float | None
+        self, parts: PromptParts, project: str, window: StandaloneWindow, now: float | None
     ) -> RequestShape:
         family = self._family(self._model)
         static = self._static(parts)
-        state = estimate_tokens(parts.state) + 8
-        request = estimate_tokens(parts.request)
-        prompt = static + state + window.window_tokens + window.new_tokens + request
+        opening = estimate_tokens(_opening_text(project)) + 8
+        final = estimate_tokens(_final_text(parts)) + 8
+        prompt = static + opening + window.window_tokens + window.new_tokens + final
         warm = 0
         note = "memdir's cache cold"
         if self._standalone_cache is not None and now is not None:
             sent_at, key, sent_end = self._standalone_cache
             if now - sent_at < family.cache_ttl_seconds:
                 warm, note = static, "memdir's instructions cached"
-                if key == self._cache_key(parts, window):
+                if key == self._cache_key(parts, project, window):
                     seen = self.conversation.tokens_between(
                         window.start, min(sent_end, window.cursor)
                     )
-                    warm, note = static + state + seen, "memdir's window cached"
+                    warm, note = static + opening + seen, "memdir's window cached"
         return RequestShape(
             family=family,
             model=self._model.name,
@@ -403,23 +409,22 @@ class Runner:
         )
 
     def _standalone_steady(
-        self, parts: PromptParts, window: StandaloneWindow
+        self, parts: PromptParts, project: str, window: StandaloneWindow
     ) -> CostEstimate | None:
         """The standalone cost once standalone runs follow one another (see ``steady``);
         None until a gap between two runs has been seen, to know how often they do."""
         if self.stats.gaps == 0:
             return None
-        hot = self._standalone_shape(parts, window, None)
+        hot = self._standalone_shape(parts, project, window, None)
         family = hot.family
         static = self._static(parts)
-        state = estimate_tokens(parts.state) + 8
-        # After a save the state differs and the window behind it is written again.
-        kept = (1.0 - self.stats.save_share) * (state + window.window_tokens)
+        opening = estimate_tokens(_opening_text(project)) + 8
+        # A save changes only what follows the conversation: the window stays cached.
         hot = RequestShape(
             family=family,
             model=hot.model,
             prompt_tokens=hot.prompt_tokens,
-            warm_tokens=static + int(kept),
+            warm_tokens=static + opening + window.window_tokens,
             note="memdir's cache warm",
             priced=hot.priced,
         )
@@ -443,11 +448,11 @@ class Runner:
             self._static_tokens = {key: tokens}
         return tokens
 
-    def _cache_key(self, parts: PromptParts, window: StandaloneWindow) -> str:
+    def _cache_key(self, parts: PromptParts, project: str, window: StandaloneWindow) -> str:
         """What the standalone request's cached prefix holds, before the new messages."""
         start = window.messages[0].uuid if window.messages and window.start < window.cursor else ""
         digest = hashlib.sha256()
-        for piece in (parts.instructions, parts.state, str(window.start), start):
+        for piece in (parts.instructions, project, str(window.start), start):
             digest.update(piece.encode("utf-8", "surrogatepass"))
             digest.update(b"\0")
         return digest.hexdigest()
@@ -506,6 +511,7 @@ class Runner:
     async def _standalone(
         self,
         parts: PromptParts,
+        project: str,
         window: StandaloneWindow,
         tools: Sequence[Tool],
         gate: Any,
@@ -523,14 +529,14 @@ class Runner:
             tools=self._standalone_tools(cwd),
             params=params,
         )
-        messages = [_state_message(parts), *window.messages]
+        messages = [_opening_message(project), *window.messages]
         points = [0, len(messages) - 1]
         if window.previous_end is not None:
             points.append(window.previous_end + 1)
         return await run_forked_agent(
             request,
             messages,
-            [Message.user(parts.request)],
+            [Message.user(_final_text(parts))],
             tools=tools,
             can_use_tool=gate,
             max_turns=self._config.max_turns,

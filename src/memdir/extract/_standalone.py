@@ -5,15 +5,17 @@ host's request would cost more to re-send than it saves (see ``_planner``), memd
 request of its own. Its cost depends on what is new, not on how long the conversation is:
 
 1. a static prefix — memdir's system prompt holding every instruction of the extraction
-   prompt, and the three file tools — the same on every run, so cached;
-2. what memory holds now (the list of memory files, the text of ``MEMORY.md``), cached
-   until a memory changes; its files are listed oldest first, so a new one only appends;
-3. a window of the conversation before the cursor, for context, of at most
+   prompt, the three file tools, and a first message with the project's instruction
+   files — the same on every run, so cached;
+2. a window of the conversation before the cursor, for context, of at most
    ``window_tokens``: its start moves in steps of half the window, so successive runs
    send the same start and read it from the cache;
-4. the messages new since the cursor, each seen as new by exactly one run: a stretch
+3. the messages new since the cursor, each seen as new by exactly one run: a stretch
    longer than ``chunk_tokens`` is split over several runs;
-5. last, the short request naming the number of new messages and the memory directory.
+4. last, one message: the request naming the number of new messages and the memory
+   directory, then what memory holds now (the list of memory files, the text of
+   ``MEMORY.md``). A save changes only this message, so the next run still reads
+   everything before it from the cache (``bench/cost_vs_mem0.py`` measures the layouts).
 
 The conversation is rendered as plain text messages: tool calls and results become text
 (the memory agent cannot call the host's tools) and long results are cut to their head.
@@ -42,7 +44,6 @@ from memdir.messages import (
 
 __all__ = [
     "STANDALONE_SYSTEM_PROMPT",
-    "STATE_HEADING",
     "RenderedConversation",
     "StandaloneWindow",
     "estimate_tokens",
@@ -51,16 +52,13 @@ __all__ = [
 ]
 
 STANDALONE_SYSTEM_PROMPT = """\
-You are memdir's memory agent. You are shown what the memory directory holds now, then a \
-stretch of a conversation between a user and an AI assistant, then a request from memdir. \
+You are memdir's memory agent. You are shown a stretch of a conversation between a user \
+and an AI assistant, then a request from memdir with what the memory directory holds now. \
 Your only job is to keep the memory directory accurate and useful for future conversations \
 with the same user: save what is worth keeping, update what changed, and remove what the \
 user asks to forget. Tool calls and tool results from the conversation are shown as text; \
 they happened in the past and cannot be repeated. Use only the tools you are given, and \
 follow the instructions below exactly."""
-
-STATE_HEADING = "# Memory as it is now"
-"""How the message that shows the memory directory's state begins."""
 
 _CHARS_PER_TOKEN = 4
 _SLICE_SECONDS = 0.001  # longest stretch of rendering before the event loop gets a turn

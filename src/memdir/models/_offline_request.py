@@ -32,8 +32,6 @@ PROMPT_PATTERNS: Final[Mapping[str, re.Pattern[str]]] = types.MappingProxyType(
         # Each matches a line that memdir.extract._prompts writes; a test builds real prompts
         # with both builders and checks that every one of them still parses.
         "opener": re.compile(r"^# Memory update\n\nYou are now the memory agent", re.M),
-        # A standalone request shows the memory's state in a message of its own.
-        "state": re.compile(r"\A# Memory as it is now\n"),
         "count": re.compile(r"Look at the last ~(\d+) messages?\b"),
         "memory_dir": re.compile(r"^The memory directory is `([^`\n]+)`\.$", re.M),
         "private_dir": re.compile(r"^- Private, for this user alone: `([^`\n]+)`\.$", re.M),
@@ -153,14 +151,10 @@ def parse_extraction_prompt(text: str) -> ExtractionPrompt | None:
 def prompt_text(messages: Sequence[Message], at: int, system: str) -> str:
     """Everything of memdir's that a request holds around the prompt at ``at``.
 
-    A fork's prompt is one message. A standalone request spreads it: the instructions
-    are in the system prompt and the memory's state in a message before the conversation.
+    A fork's prompt is one message. A standalone request's prompt holds the request and
+    the memory's state; its instructions are in the system prompt.
     """
     parts = [messages[at].text]
-    for message in messages[:at]:
-        if message.role == "user" and PROMPT_PATTERNS["state"].match(message.text):
-            parts.append(message.text)
-            break
     if system:
         parts.append(system)
     return "\n\n".join(parts)
