@@ -289,3 +289,35 @@ def test_memdir_bills_reasoning_tokens_as_output() -> None:
     assert bill(usage, prices) == usage.input_tokens + 302 * 8.0
     assert model_family("gpt-5-mini").reasoning
     assert not model_family("gpt-4o").reasoning
+
+
+def test_the_reasoning_spent_follows_the_effort_and_the_models_default() -> None:
+    with FakeOpenAIServer(["Saved."] * 5) as server:
+        medium = completion_usage(server, "gpt-5-mini")  # before gpt-5.1: medium by default
+        minimal = completion_usage(server, "gpt-5-mini", reasoning_effort="minimal")
+        high = completion_usage(server, "gpt-5-mini", reasoning_effort="high")
+        plain = completion_usage(server, "gpt-5.1")  # from gpt-5.1 on: none by default
+        low = completion_usage(server, "gpt-5.1", reasoning_effort="low")
+    assert medium.completion_tokens_details.reasoning_tokens == DEFAULT_REASONING_TOKENS
+    assert minimal.completion_tokens_details.reasoning_tokens == 100
+    assert high.completion_tokens_details.reasoning_tokens == 900
+    assert plain.completion_tokens_details.reasoning_tokens == 0
+    assert low.completion_tokens_details.reasoning_tokens == 150
+
+
+@pytest.mark.parametrize(
+    ("model", "effort", "says"),
+    [
+        ("gpt-5-mini", "none", "does not support 'none' with this model"),  # gpt-5.1 and later
+        ("gpt-5.1", "minimal", "does not support 'minimal' with this model"),
+        ("o3", "minimal", "Supported values are: 'low', 'medium', 'high'."),
+        ("gpt-4o", "low", "'reasoning_effort' is not supported with this model"),
+    ],
+)
+def test_an_effort_the_model_does_not_take_is_refused(model: str, effort: str, says: str) -> None:
+    with FakeOpenAIServer(["never sent"]) as server:
+        status, error = run(
+            post_gpt(server, {"model": model, "messages": user(40), "reasoning_effort": effort})
+        )
+    assert status == 400
+    assert says in str(error)

@@ -10,6 +10,7 @@ as a turn's calls have all written successfully.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -327,7 +328,7 @@ class Runner:
             assert fork_parts is not None
             on_host_model(turn.params.model)
             result = await run_forked_agent(
-                turn.params,
+                self._with_effort(turn.params),
                 messages,
                 [Message.user(fork_parts.whole)],
                 tools=tools,
@@ -523,11 +524,13 @@ class Runner:
             key = hashlib.sha256(str(self._md.root).encode("utf-8", "surrogatepass"))
             params["prompt_cache_key"] = "memdir-" + key.hexdigest()[:24]
         cwd = os.getcwd()
-        request = CacheSafeParams(
-            model=self._model,
-            system=standalone_system_prompt(parts.instructions),
-            tools=self._standalone_tools(cwd),
-            params=params,
+        request = self._with_effort(
+            CacheSafeParams(
+                model=self._model,
+                system=standalone_system_prompt(parts.instructions),
+                tools=self._standalone_tools(cwd),
+                params=params,
+            )
         )
         messages = [_opening_message(project), *window.messages]
         points = [0, len(messages) - 1]
@@ -544,6 +547,20 @@ class Runner:
             cache_points=sorted(set(points)),
             end_after_writes=self._indexed,
         )
+
+    def _with_effort(self, request: CacheSafeParams) -> CacheSafeParams:
+        """``request`` with :attr:`ExtractConfig.reasoning_effort` for an OpenAI reasoning
+        model. OpenAI caches the prompt, not the generation settings, so a fork that
+        reasons less still reads the host's cache."""
+        wanted = self._config.reasoning_effort
+        model = request.model.name
+        if wanted is None or provider_of(model) != "openai":
+            return request
+        family = self._family(request.model)
+        if not family.reasoning or not family.reasoning_efforts:
+            return request
+        effort = family.reasoning_efforts[0] if wanted == "lowest" else wanted
+        return dataclasses.replace(request, params={**request.params, "reasoning_effort": effort})
 
     def _indexed(self, written: tuple[Path, ...]) -> bool:
         """Whether every memory written so far has its pointer in its directory's index.

@@ -69,6 +69,13 @@ class ExtractConfig:
     only those the new messages touch (a lexical match) and counts the rest by type, so
     what every run sends stays the same size however large the store grows; the agent
     finds the others with ``Grep`` and ``Glob``."""
+    reasoning_effort: str | None = "lowest"
+    """The ``reasoning_effort`` memdir's requests send to an OpenAI reasoning model (gpt-5,
+    o3, …). ``lowest``: the least the model takes (``minimal`` on gpt-5, -mini and -nano,
+    ``none`` from gpt-5.1 on, ``low`` on the o-series): saving memories is extraction,
+    not deduction, and each reasoning token is billed as output. A value of OpenAI's
+    (``low``, ``medium``, …) is sent as it is; ``None`` sends none, leaving the model's
+    default (``medium`` before gpt-5.1). Other models are sent nothing."""
     tool_result_chars: int = 2_000
     """Standalone runs: tool results and tool inputs longer than this are cut to their
     head."""

@@ -121,6 +121,13 @@ class ModelFamily:
     reasoning: bool = False
     """OpenAI: a reasoning model, which thinks in tokens it does not show and bills them as
     output (``completion_tokens_details.reasoning_tokens``, part of ``completion_tokens``)."""
+    reasoning_efforts: tuple[str, ...] = ()
+    """OpenAI reasoning models: the ``reasoning_effort`` values the model takes, least
+    first (gpt-5, -mini, -nano: ``minimal`` to ``high``; gpt-5.1 and later: ``none`` to
+    ``high`` and beyond; o3, o4-mini: ``low`` to ``high``). The API refuses any other."""
+    default_reasoning_effort: str | None = None
+    """The effort a reasoning model spends when a request names none: ``medium`` before
+    gpt-5.1, ``none`` from gpt-5.1 on (which then answers without reasoning)."""
     extended_cache_retention: bool = False
     """OpenAI: whether the model takes ``prompt_cache_retention: "24h"`` (its prompt-caching
     page lists the models); elsewhere the in-memory lifetime applies."""
@@ -223,6 +230,8 @@ def _gpt(
     max_input: int | None = None,
     reasoning: bool = False,
     extended: bool = False,
+    efforts: tuple[str, ...] = (),
+    default_effort: str | None = None,
 ) -> ModelFamily:
     # OpenAI bills no cache write before GPT-5.6: a written token costs what any input does.
     prices = Prices(cache_write=write, cache_write_1h=write, cache_read=read, output=output)
@@ -235,6 +244,8 @@ def _gpt(
         context_tokens=context,
         max_input_tokens=max_input,
         reasoning=reasoning,
+        reasoning_efforts=efforts,
+        default_reasoning_effort=default_effort if reasoning else None,
         extended_cache_retention=extended,
         family=prefix,
     )
@@ -254,10 +265,27 @@ class _Gpt5(TypedDict):
     max_input: int
     reasoning: bool
     extended: bool
+    efforts: tuple[str, ...]
+    default_effort: str
 
 
-_GPT5: _Gpt5 = {"max_input": 272_000, "reasoning": True, "extended": True}
-_GPT5_SMALL: _Gpt5 = {"max_input": 272_000, "reasoning": True, "extended": False}
+# Reasoning efforts (OpenAI's API reference): gpt-5, -mini and -nano take minimal to high
+# and default to medium; from gpt-5.1 on, none (the default: no reasoning) to high, and
+# xhigh on the models after gpt-5.1-codex-max; the o-series low to high.
+_EFFORTS_5 = ("minimal", "low", "medium", "high")
+_EFFORTS_51 = ("none", "low", "medium", "high")
+_EFFORTS_52 = (*_EFFORTS_51, "xhigh")
+_EFFORTS_O = ("low", "medium", "high")
+_GPT5: _Gpt5 = {
+    "max_input": 272_000,
+    "reasoning": True,
+    "extended": True,
+    "efforts": _EFFORTS_5,
+    "default_effort": "medium",
+}
+_GPT5_SMALL: _Gpt5 = {**_GPT5, "extended": False}
+_GPT51: _Gpt5 = {**_GPT5, "efforts": _EFFORTS_51, "default_effort": "none"}
+_GPT52: _Gpt5 = {**_GPT51, "efforts": _EFFORTS_52}
 MODEL_FAMILIES: tuple[ModelFamily, ...] = (
     # Anthropic: an empty prefix is the fallback for Claude models not listed here.
     _claude("", "", 1024, None),
@@ -307,15 +335,33 @@ MODEL_FAMILIES: tuple[ModelFamily, ...] = (
     _gpt("gpt-4.1", read=0.25, output=4.0, context=1_047_576, extended=True),
     _gpt("gpt-4.1-mini", read=0.25, output=4.0, context=1_047_576),
     _gpt("gpt-4.1-nano", read=0.25, output=4.0, context=1_047_576),
-    _gpt("o3", read=0.25, output=4.0, context=200_000, reasoning=True),
-    _gpt("o4-mini", read=0.25, output=4.0, context=200_000, reasoning=True),
+    _gpt(
+        "o3",
+        read=0.25,
+        output=4.0,
+        context=200_000,
+        reasoning=True,
+        efforts=_EFFORTS_O,
+        default_effort="medium",
+    ),
+    _gpt(
+        "o4-mini",
+        read=0.25,
+        output=4.0,
+        context=200_000,
+        reasoning=True,
+        efforts=_EFFORTS_O,
+        default_effort="medium",
+    ),
     _gpt("gpt-5", read=0.1, output=8.0, context=400_000, **_GPT5),
     _gpt("gpt-5-mini", read=0.1, output=8.0, context=400_000, **_GPT5_SMALL),
     _gpt("gpt-5-nano", read=0.1, output=8.0, context=400_000, **_GPT5_SMALL),
     # gpt-5-chat-latest answers without reasoning; its window is 128,000 tokens.
     _gpt("gpt-5-chat", read=0.1, output=8.0, context=128_000),
-    _gpt("gpt-5.6", read=0.1, output=8.0, context=400_000, write=1.25, **_GPT5),
-    _gpt("gpt-5.7", read=0.1, output=8.0, context=400_000, write=1.25, **_GPT5),
+    _gpt("gpt-5.1", read=0.1, output=8.0, context=400_000, **_GPT51),
+    _gpt("gpt-5.", read=0.1, output=8.0, context=400_000, **_GPT52),  # 5.2 to 5.5
+    _gpt("gpt-5.6", read=0.1, output=8.0, context=400_000, write=1.25, **_GPT52),
+    _gpt("gpt-5.7", read=0.1, output=8.0, context=400_000, write=1.25, **_GPT52),
 )
 """Every family memdir knows, by provider; :func:`model_family` picks from it."""
 

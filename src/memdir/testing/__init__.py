@@ -24,6 +24,7 @@ from memdir.testing._clock import FakeClock
 from memdir.testing._models import FunctionModel, ScriptedModel, ScriptError, Step
 from memdir.testing._servers import (
     DEFAULT_REASONING_TOKENS,
+    EFFORT_SHARE,
     FakeAnthropicServer,
     FakeOpenAIServer,
     Fault,
@@ -33,6 +34,7 @@ from memdir.testing._servers import (
 
 __all__ = [
     "DEFAULT_REASONING_TOKENS",
+    "EFFORT_SHARE",
     "FakeAnthropicServer",
     "FakeClock",
     "FakeOpenAIServer",

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from memdir.cost import model_family
@@ -51,6 +52,7 @@ from memdir.testing._script import Fault, Handler, RecordedRequest, Reply
 
 __all__ = [
     "DEFAULT_REASONING_TOKENS",
+    "EFFORT_SHARE",
     "FakeAnthropicServer",
     "FakeOpenAIServer",
     "Fault",
@@ -60,9 +62,17 @@ __all__ = [
 
 DEFAULT_REASONING_TOKENS = 300
 """Reasoning tokens the fake OpenAI server reports for each answer of a reasoning model
-(gpt-5*, o3, o4-mini) that shows no reasoning of its own: a fixed number, so that a bill
-can be predicted, of the order a short tool-calling answer of gpt-5-mini spends at the
-default effort."""
+(gpt-5*, o3, o4-mini) that shows no reasoning of its own, at ``reasoning_effort:
+"medium"``: a fixed number, so that a bill can be predicted, of the order a short
+tool-calling answer of gpt-5-mini spends at that effort."""
+
+EFFORT_SHARE: Mapping[str, float] = MappingProxyType(
+    {"none": 0.0, "minimal": 1 / 3, "low": 0.5, "medium": 1.0, "high": 3.0, "xhigh": 6.0}
+)
+"""The fake's reasoning tokens at each effort, as a share of the ``medium`` count. The API
+documents only the direction (less effort, fewer reasoning tokens; ``none`` spends none);
+the other shares are assumptions, of the order one public measurement of gpt-5-mini
+showed (``minimal`` about a third of ``medium``'s)."""
 
 
 def _refused_marker(messages: list[Any]) -> str | None:
@@ -237,7 +247,9 @@ class FakeOpenAIServer(FakeServer):
     think in tokens they do not show: each answer reports ``reasoning_tokens`` of them
     (:data:`DEFAULT_REASONING_TOKENS` unless given) in
     ``completion_tokens_details.reasoning_tokens``, counted in ``completion_tokens`` and
-    so billed as output; ``reasoning_effort: "none"`` spends none. A reply that shows its
+    so billed as output, scaled by the effort the request names or the model's default
+    (:data:`EFFORT_SHARE`); an effort the model does not take is refused (400), as the
+    API does. A reply that shows its
     reasoning (``reasoning_content``, as OpenAI-compatible servers send it) reports that
     text's tokens instead, on any model; ``extra={"reasoning_tokens": n}`` on a scripted
     message sets the number for that answer.
@@ -288,6 +300,17 @@ class FakeOpenAIServer(FakeServer):
             return "you must provide a model parameter"
         if not isinstance(body.get("messages"), list):
             return "Missing required parameter: 'messages'."
+        effort = body.get("reasoning_effort")
+        if effort is not None:
+            family = model_family(str(body["model"]), "openai")
+            if not family.reasoning:
+                return "Unsupported parameter: 'reasoning_effort' is not supported with this model."
+            if effort not in family.reasoning_efforts:
+                supported = ", ".join(f"'{e}'" for e in family.reasoning_efforts)
+                return (
+                    f"Unsupported value: 'reasoning_effort' does not support {effort!r} with "
+                    f"this model. Supported values are: {supported}."
+                )
         return None
 
     def _prompt_tokens(self, body: dict[str, Any]) -> int:
@@ -314,12 +337,15 @@ class FakeOpenAIServer(FakeServer):
         )
 
     def reasoning_tokens_for(self, body: Mapping[str, Any]) -> int:
-        """The hidden reasoning tokens an answer to ``body`` reports (0 for a model that
-        does not reason, or ``reasoning_effort: "none"``)."""
-        if body.get("reasoning_effort") == "none":
-            return 0
+        """The hidden reasoning tokens an answer to ``body`` reports: 0 for a model that
+        does not reason; else the server's count at ``medium``, scaled by
+        :data:`EFFORT_SHARE` for the effort named, or the model's default effort (from
+        gpt-5.1 on ``none``: no reasoning)."""
         family = model_family(str(body.get("model")), "openai")
-        return self._reasoning_tokens if family.reasoning else 0
+        if not family.reasoning:
+            return 0
+        effort = body.get("reasoning_effort") or family.default_reasoning_effort or "medium"
+        return round(self._reasoning_tokens * EFFORT_SHARE.get(str(effort), 1.0))
 
     def _answer(
         self, body: dict[str, Any], message: Message, number: int
