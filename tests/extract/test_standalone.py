@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -231,7 +233,7 @@ def test_standalone_cost_stays_flat_as_the_conversation_grows(tmp_path: Path) ->
     assert max(sizes) < 4 * (3_000 + 500)
 
 
-@pytest.mark.parametrize("pause", [0.0, 120.0, 400.0])
+@pytest.mark.parametrize("pause", [0.0, 120.0])
 def test_successive_standalone_runs_read_what_the_last_one_cached(
     tmp_path: Path, pause: float
 ) -> None:
@@ -262,13 +264,56 @@ def test_successive_standalone_runs_read_what_the_last_one_cached(
     turn_tokens = 2 * (len(messages[-1].text) + 40) // 4
     for request in kept:
         assert request.usage is not None
-        if pause < 300:
-            # Everything up to the last run's end is read; the new turn and the short
-            # request are written.
-            assert request.usage["cache_read_input_tokens"] > 2_000
-            assert request.usage["cache_creation_input_tokens"] < turn_tokens + 200
-        else:  # five idle minutes: the cache expired between runs
-            assert request.usage["cache_read_input_tokens"] == 0
+        # Everything up to the last run's end is read; the new turn and the short
+        # request are written.
+        assert request.usage["cache_read_input_tokens"] > 2_000
+        assert request.usage["cache_creation_input_tokens"] < turn_tokens + 200
+
+
+def window_tokens_sent(body: dict[str, Any]) -> int:
+    """Characters / 4 of the conversation a standalone request sends before its new
+    messages (the last turn, two messages, then the final request)."""
+    return sum(len(json.dumps(m)) for m in body["messages"][1:-3]) // 4
+
+
+def test_after_the_cache_expired_the_window_restarts_short_and_then_grows(
+    tmp_path: Path,
+) -> None:
+    """Past memdir's cache lifetime none of the window is cached: a run then sends only
+    the last quarter of it, and the runs after it keep that start, read from the cache."""
+    messages = convo(60, size=300)
+    clock = FakeClock()
+    pauses = [60.0] * 6 + [400.0] + [60.0] * 6
+    with FakeAnthropicServer(handler=lambda body: "Nothing to save.", clock=clock) as server:
+        model = AnthropicModel(
+            "claude-test", api_key="k", base_url=server.base_url, retry=RetryPolicy(max_retries=0)
+        )
+        ex = MemoryExtractor(tmp_path / "memory", model, clock=clock)
+        ex.restore(messages[79].uuid)
+
+        async def main() -> None:
+            for end, pause in zip(range(82, 200, 2), pauses, strict=False):
+                clock.advance(pause)
+                ex.on_turn_end(TurnContext(messages=tuple(messages[:end]), cwd=str(tmp_path)))
+                await ex.drain()
+            await model.aclose()
+
+        asyncio.run(main())
+        requests = list(server.requests)
+    sizes = [window_tokens_sent(r.body) for r in requests]
+    read, written = [], []
+    for request in requests:
+        assert request.usage is not None
+        read.append(request.usage["cache_read_input_tokens"])
+        written.append(request.usage["cache_creation_input_tokens"])
+    # The first run (nothing cached yet) and the run after the long pause start short.
+    assert sizes[0] <= 750 + 200
+    assert sizes[6] <= 750 + 200
+    assert sizes[5] > 1_500  # before the pause it had grown
+    # After the restart the start holds: each later run reads the one before it.
+    for index in range(7, 13):
+        assert requests[index].body["messages"][1] == requests[6].body["messages"][1]
+        assert read[index] > written[6] - 200
 
 
 def test_the_window_is_rendered_off_the_hosts_loop(

@@ -203,6 +203,8 @@ class Runner:
         """When the last standalone request went out, what its cached prefix held before
         its new messages, and the index after its last message."""
         self._static_tokens: dict[str, int] = {}
+        self._floor = 0
+        """The earliest start of the standalone window (see :meth:`_window_floor`)."""
         self._last_run_at: float | None = None
 
     def _family(self, model: Model) -> Any:
@@ -246,6 +248,7 @@ class Runner:
             end,
             window_tokens=self._config.window_tokens,
             chunk_tokens=self._config.context_budget_tokens,
+            floor=self._window_floor(cursor),
         )
         index_text = indexes[0].text
         team_index_text = indexes[1].text if len(indexes) > 1 else None
@@ -365,6 +368,22 @@ class Runner:
             message_count=count,
             cost=bill(result.usage, family.prices),
         )
+
+    def _window_floor(self, cursor: int) -> int:
+        """Where the standalone window may start at the earliest.
+
+        The window's start moves on a fixed grid so that successive runs send the same
+        prefix and read it from the cache. When memdir's cache has expired (the first run,
+        or a pause longer than its lifetime), none of the window is cached: all of it would
+        be paid at the full input price. Such a run restarts the window short, with only
+        the last quarter of its size before the new messages, and later runs keep that
+        start (and read it from the cache) until the grid passes it."""
+        last = self._standalone_cache
+        ttl = self._family(self._model).cache_ttl_seconds
+        if last is None or self._clock() - last[0] >= ttl or cursor < self._floor:
+            restart = max(self._config.window_tokens // 4, 1)
+            self._floor = self.conversation.start_of_last(restart, 0, cursor)
+        return self._floor
 
     def _read_state(self, cwd: str) -> tuple[list[Any], list[_Index], str]:
         md = self._md

@@ -261,19 +261,19 @@ class RenderedConversation:
         return low
 
     def window(
-        self, cursor: int, end: int, *, window_tokens: int, chunk_tokens: int
+        self, cursor: int, end: int, *, window_tokens: int, chunk_tokens: int, floor: int = 0
     ) -> StandaloneWindow:
         """The stretch a run sends: up to ``window_tokens`` before ``cursor``, from a start
-        on a fixed grid of half that size, then new messages up to ``chunk_tokens`` (at
-        least one) but not past ``end``. Rendered in one call; a run uses
-        :meth:`render_window`, which renders the same stretch in slices."""
-        start, stop = self._bounds(cursor, end, window_tokens, chunk_tokens)
+        on a fixed grid of half that size but never before ``floor``, then new messages up
+        to ``chunk_tokens`` (at least one) but not past ``end``. Rendered in one call; a
+        run uses :meth:`render_window`, which renders the same stretch in slices."""
+        start, stop = self._bounds(cursor, end, window_tokens, chunk_tokens, floor)
         kept = self._kept_rendered(start, stop)
         part = self._render_slice(kept, start, stop, cursor)
         return self._assemble(kept, [part], start, cursor, stop)
 
     async def render_window(
-        self, cursor: int, end: int, *, window_tokens: int, chunk_tokens: int
+        self, cursor: int, end: int, *, window_tokens: int, chunk_tokens: int, floor: int = 0
     ) -> StandaloneWindow:
         """:meth:`window`, rendered in worker threads in slices of at most
         :data:`RENDER_SLICE` messages, one thread call each.
@@ -282,7 +282,7 @@ class RenderedConversation:
         through the GIL the host's loop, for about 100 ms. Between slices the GIL and
         the loop are free. Runs of one extractor never overlap, so nothing else touches
         the conversation meanwhile."""
-        start, stop = self._bounds(cursor, end, window_tokens, chunk_tokens)
+        start, stop = self._bounds(cursor, end, window_tokens, chunk_tokens, floor)
         kept = self._kept_rendered(start, stop)
         parts = []
         for low in range(start, stop, RENDER_SLICE):
@@ -291,13 +291,14 @@ class RenderedConversation:
         return self._assemble(kept, parts, start, cursor, stop)
 
     def _bounds(
-        self, cursor: int, end: int, window_tokens: int, chunk_tokens: int
+        self, cursor: int, end: int, window_tokens: int, chunk_tokens: int, floor: int = 0
     ) -> tuple[int, int]:
         cumulative = self._cumulative
         step = max(1, window_tokens // 2)
-        floor = cumulative[cursor] - window_tokens
-        grid = -(-floor // step) * step if floor > 0 else 0  # the next grid line at or after
+        lowest = cumulative[cursor] - window_tokens
+        grid = -(-lowest // step) * step if lowest > 0 else 0  # the next grid line at or after
         start = min(bisect.bisect_left(cumulative, grid, 0, cursor + 1), cursor)
+        start = min(max(start, floor), cursor)
         limit = cumulative[cursor] + chunk_tokens
         stop = bisect.bisect_right(cumulative, limit, cursor, end + 1) - 1
         stop = min(max(stop, cursor + 1), end) if end > cursor else cursor
