@@ -370,19 +370,25 @@ class Runner:
         )
 
     def _window_floor(self, cursor: int) -> int:
-        """Where the standalone window may start at the earliest.
+        """Where the standalone window starts: the same message from run to run, so that
+        each run reads the window the last one sent from the cache, until it must move.
 
-        The window's start moves on a fixed grid so that successive runs send the same
-        prefix and read it from the cache. When memdir's cache has expired (the first run,
-        or a pause longer than its lifetime), none of the window is cached: all of it would
-        be paid at the full input price. Such a run restarts the window short, with only
-        the last quarter of its size before the new messages, and later runs keep that
-        start (and read it from the cache) until the grid passes it."""
+        It moves when the window has grown past ``window_tokens``, and when none of it
+        would be read anyway: memdir's cache has expired (the first run of this extractor,
+        or a pause longer than the cache's lifetime). Then it restarts short, with only
+        the last quarter of ``window_tokens`` before the new messages: a window re-sent
+        whole is paid at the full input price, so a short one, grown turn by turn while
+        cached, costs less for the same recent context."""
         last = self._standalone_cache
         ttl = self._family(self._model).cache_ttl_seconds
-        if last is None or self._clock() - last[0] >= ttl or cursor < self._floor:
-            restart = max(self._config.window_tokens // 4, 1)
-            self._floor = self.conversation.start_of_last(restart, 0, cursor)
+        window = self._config.window_tokens
+        if (
+            last is None
+            or self._clock() - last[0] >= ttl
+            or cursor < self._floor
+            or self.conversation.tokens_between(self._floor, cursor) > window
+        ):
+            self._floor = self.conversation.start_of_last(max(window // 4, 1), 0, cursor)
         return self._floor
 
     def _read_state(self, cwd: str) -> tuple[list[Any], list[_Index], str]:
