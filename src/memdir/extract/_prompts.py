@@ -56,8 +56,8 @@ _OPENER = """\
 # Memory update
 
 You are now the memory agent for this conversation. Look at the last ~{count} above for \
-anything worth remembering in future conversations; earlier messages were already handled \
-by a previous run. Often nothing is."""
+anything worth remembering in future conversations (a previous run handled earlier ones). \
+Often nothing is."""
 
 _TOOLS = """\
 ## Tools
@@ -73,8 +73,8 @@ calls of each in parallel: first every `Read` you need, then every `Write` and `
 `Edit`, or `Write` over a file, needs a `Read` of it in this run{known}, so new files \
 alone take one turn. Change a file with a small `Edit`, not a whole new `Write`.
 
-Use the conversation alone: no investigating, no reading the codebase or project files, \
-no git, no checking facts."""
+Use the conversation alone: no investigating the codebase, project files or git, no \
+checking facts."""
 
 _MANIFEST = """\
 ## Existing memory files
@@ -87,9 +87,9 @@ is wrong."""
 _TOO_MANY = """\
 ## What the memory directory holds
 
-{count} memory files{more}: {kinds}. Too many to list: those the new messages touch are \
-listed after the conversation. Before writing one that may exist, `Grep` or `Glob` the \
-memory directory (each file's frontmatter has its `name` and `description`)."""
+{count} memory files{more}: {kinds}. Too many to list; those the new messages touch are \
+listed with this request. Before writing one that may exist, `Grep` or `Glob` the memory \
+directory (frontmatter holds each file's `name` and `description`)."""
 
 _TOUCHED = _MANIFEST.replace("{manifest}", "{listed}")
 
@@ -97,8 +97,8 @@ _NONE_TOUCHED = "The new messages touch none of the memory files by name or desc
 
 _ELIDED_LEAD = (
     "{label} counts as `Read`. Shown here without its {count} pointer {lines} to memory "
-    "files (`Read` it to change or remove one); its last line is exact: add a pointer by "
-    "an `Edit` of that line, never a `Write` of the whole index."
+    "files (`Read` it to change one); its last line is exact: add a pointer by an `Edit` "
+    "of that line, never a `Write` of the whole index."
 )
 
 _ELISION = "[… {count} pointer {lines} to memory files …]"
@@ -167,7 +167,7 @@ _NOT_TO_SAVE = """\
 - Secrets: API keys, tokens, passwords, credentials.
 - Details about other people the work does not need.
 
-Asked for one of these (say, this week's merges), keep only what was surprising, if any."""
+Asked for one (say, this week's merges), keep only what was surprising in it, if any."""
 
 _FILE_FORMAT = """\
 ## How to save
@@ -199,9 +199,8 @@ _FRONTMATTER: Mapping[MemoryFormat, str] = {
 
 _INDEX = """\
 Index: add a pointer line to {index}, under ~{line_chars} characters: \
-`- [Title](file.md) — hook`. {indexes} is an index only (no frontmatter, no memory \
-content), by topic, not date, loaded into every conversation and cut off after \
-{max_lines} lines."""
+`- [Title](file.md) — hook`. {indexes} is only an index (no frontmatter, no content), by \
+topic, not date, loaded into every conversation and cut at {max_lines} lines."""
 
 _NO_INDEX = "No index here: do not create, read or change `MEMORY.md`."
 
