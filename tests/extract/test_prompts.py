@@ -256,7 +256,7 @@ def test_remember_and_forget_requests(builder: Builder, skip_index: bool) -> Non
     assert "`Edit` it out of its memory" in forget
     assert "no `rm`" in forget
     assert "a file left with nothing is rewritten empty" in forget
-    assert ("and its line from" in forget) is not skip_index
+    assert ("and its pointer out of" in forget) is not skip_index
 
 
 # 7. The four types.

@@ -17,6 +17,12 @@ does, and the prompt adds only how this run works, so the two never disagree.
 
 The text depends on nothing but the arguments, so identical inputs give a byte-identical
 prompt and repeated runs keep a stable, cacheable prefix.
+
+Every run sends it, and what the agent writes is billed at several times the price of what
+it reads: so each rule is said once, in as few words as keep it plain, and the agent is
+asked for short files, index lines well under Claude Code's ~150 characters, and a small
+``Edit`` rather than a whole file written again (``tests/extract/test_prompt_size.py``
+holds the budgets).
 """
 
 from __future__ import annotations
@@ -365,9 +371,7 @@ def _short_instructions(team: bool, skip_index: bool, named: bool) -> str:
     known = "" if skip_index else _KNOWN
     named_line = _NAMED if named else ""
     short_index = "" if skip_index else f", index lines under ~{_INDEX_LINE_CHARS} characters"
-    sections = [
-        _SHORT.format(where=where, known=known, named=named_line, short_index=short_index)
-    ]
+    sections = [_SHORT.format(where=where, known=known, named=named_line, short_index=short_index)]
     if team:
         sections[0] += "\n" + _SHORT_TEAM_SECRETS
     if skip_index:
@@ -400,14 +404,14 @@ def _instructions(team: bool, skip_index: bool, memory_format: MemoryFormat) -> 
         where = "the two memory directories"
         index = "the `MEMORY.md` of its directory"
         indexes = "Each directory's `MEMORY.md`"
-        unindex = " and its line from that directory's `MEMORY.md`"
+        unindex = ", and its pointer out of that directory's `MEMORY.md`"
         types += ["", f"{_SCOPES}\n\n{_TEAM_SECRETS}"]
         saved_in = "in the directory its scope calls for"
     else:
         where = "the memory directory"
         index = "`MEMORY.md`"
         indexes = "`MEMORY.md`"
-        unindex = " and its line from `MEMORY.md`"
+        unindex = ", and its pointer out of `MEMORY.md`"
         saved_in = "in the memory directory"
     how = _FILE_FORMAT.format(where=saved_in, frontmatter=_FRONTMATTER[memory_format])
     if skip_index:
