@@ -147,12 +147,12 @@ def test_in_a_fork_memdirs_prompt_defers_to_claude_codes_memory_section(
     assert "# Memory\n" in system_text(request.body)  # Claude Code's section, as sent
     prompt = texts(request.body)[-1]
     assert prompt.startswith(PROMPT_HEAD)
-    assert "Your system prompt already has a section on memory" in prompt
+    assert "Your system prompt's memory section rules" in prompt
     # Nothing that asks for another layout than the section's kebab-case name and
     # metadata.type: no frontmatter example, no list of types of memdir's own.
     assert "<short title>" not in prompt
     assert re.search(r"^type:", prompt, re.M) is None
-    assert "## The four types of memory" not in prompt
+    assert "## Types" not in prompt
     assert "One fact per file" in prompt
     assert "[[name]]" in prompt
     assert "Nothing to save." in prompt

@@ -67,7 +67,7 @@ def test_role_and_message_count(builder: Builder) -> None:
     assert prompt.startswith("# Memory update\n")
     assert "You are now the memory agent for this conversation." in prompt
     assert "the last ~7 messages above" in prompt
-    assert "already handled by a previous run" in prompt
+    assert "a previous run handled earlier ones" in prompt
     assert "worth remembering in future conversations" in prompt
 
 
@@ -131,16 +131,11 @@ def test_team_appears_only_in_combined() -> None:
 @pytest.mark.parametrize("builder", BUILDERS)
 def test_tools_and_their_limits(builder: Builder) -> None:
     tools = section(builder.build(3, ""), "## Tools")
-    assert "- `Read`, `Grep` and `Glob` may be used on any path." in tools
-    bash = next(line for line in tools.splitlines() if "`Bash`" in line)
-    assert "read-only commands only" in bash
-    assert "no output redirection" in bash
-    assert "no `rm`" in bash
-    assert "nothing that creates, moves or changes a file" in bash
+    assert "`Read`, `Grep`, `Glob`: any path." in tools
+    assert "`Bash`: read-only (no redirection, no `rm`)." in tools
     where = "the two memory directories" if builder.combined else "the memory directory"
-    assert f"- `Write` and `Edit` only work on files inside {where}." in tools
-    assert "- Any other tool call is refused." in tools
-    assert "Always use absolute paths." in tools
+    assert f"`Write`, `Edit`: only inside {where}." in " ".join(tools.split())
+    assert "Use absolute paths." in tools
 
 
 # 3. Two turns; 4. no investigating.
@@ -148,32 +143,31 @@ def test_tools_and_their_limits(builder: Builder) -> None:
 
 @pytest.mark.parametrize("builder", BUILDERS)
 def test_as_few_requests_as_the_work_allows(builder: Builder) -> None:
-    turns = section(builder.build(3, ""), "## One turn, or two")
-    nothing = turns.index("Nothing worth saving, which is the usual case: answer in one short")
-    assert "call no tool at all" in turns
-    new = turns.index("Only new memories: in a single turn, `Write` each new file")
-    assert "Once every call of a turn has written successfully, the run is over." in turns
-    change = turns.index("A change to a memory that exists: `Edit`, and `Write` over a file")
-    assert "only work on a file you have `Read` earlier in this run" in turns
-    assert "then, in the next turn, every `Write` and `Edit` at once" in turns
-    assert nothing < new < change
-    assert "Do not alternate read, write, read over several turns." in turns
+    turns = " ".join(section(builder.build(3, ""), "## Turns").split())
+    nothing = turns.index("Nothing worth saving (the usual case): no tool call.")
+    two = turns.index("at most two turns, the calls of each in parallel")
+    order = turns.index("first every `Read` you need, then every `Write` and `Edit`")
+    assert nothing < two < order
+    assert "`Edit`, or `Write` over a file, needs a `Read` of it in this run" in turns
+    assert "so new files alone take one turn" in turns
+    # Output is billed: a change is a small Edit, not the whole file again.
+    assert "Change a file with a small `Edit`, not a whole new `Write`." in turns
 
 
 @pytest.mark.parametrize("builder", BUILDERS)
 @pytest.mark.parametrize("skip_index", [False, True])
 def test_new_memories_add_their_pointer_unless_skipped(builder: Builder, skip_index: bool) -> None:
-    turns = section(builder.build(3, "", skip_index), "## One turn, or two")
-    new = next(line for line in turns.splitlines() if line.startswith("- Only new memories"))
-    assert (ENTRYPOINT_NAME in new) is not skip_index
-    assert ("counts as read" in turns) is not skip_index
+    prompt = builder.build(3, "", skip_index)
+    how = " ".join(section(prompt, "## How to save").split())
+    assert ("Index: add a pointer line to" in how) is not skip_index
+    assert ("counts as read" in section(prompt, "## Turns")) is not skip_index
 
 
 def test_the_index_text_is_shown_and_counts_as_read() -> None:
     index = "- [Role](user_role.md) — data engineer\n- [Tests](feedback_testing.md) — whole suite\n"
     prompt = build_extract_auto_only_prompt(3, MANIFEST, index_text=index)
     shown = section(prompt, "## `MEMORY.md` as it is now")
-    assert "counts as `Read` already, so `Edit` it directly" in shown
+    assert "holds exactly this (it counts as `Read`: `Edit` it directly)" in shown
     assert "```markdown\n- [Role](user_role.md) — data engineer\n- [Tests]" in shown
     assert shown.rstrip().endswith("whole suite\n```")
 
@@ -214,12 +208,9 @@ def test_parts_put_what_changes_least_apart() -> None:
 
 @pytest.mark.parametrize("builder", BUILDERS)
 def test_no_investigating_or_verifying(builder: Builder) -> None:
-    prompt = builder.build(3, "")
-    assert "Work from the conversation alone." in prompt
-    assert "Do not investigate or verify anything" in prompt
-    for banned in ("no grepping the codebase", "no reading project files", "no git commands"):
-        assert banned in prompt
-    assert "no checking whether what was said is true" in prompt
+    prompt = " ".join(builder.build(3, "").split())
+    assert "Use the conversation alone:" in prompt
+    assert "no investigating the codebase, project files or git, no checking facts." in prompt
 
 
 # 5. The manifest of existing files.
@@ -230,11 +221,11 @@ def test_manifest_section_holds_the_manifest_verbatim(builder: Builder) -> None:
     prompt = builder.build(3, MANIFEST)
     existing = section(prompt, "## Existing memory files")
     assert f"\n\n{MANIFEST}\n\n" in existing
-    assert "update an existing file instead of writing a duplicate" in existing
-    assert "change or remove a memory the conversation shows is wrong" in existing
+    assert "Update a listed file rather than duplicate it" in existing
+    assert "fix or remove one the conversation shows is wrong" in " ".join(existing.split())
     # With the request, before the working rules: what memory holds changes between runs.
-    assert prompt.index("## Existing memory files") < prompt.index("## One turn, or two")
-    assert prompt.index("## Existing memory files") < prompt.index("## The four types")
+    assert prompt.index("## Existing memory files") < prompt.index("## Turns")
+    assert prompt.index("## Existing memory files") < prompt.index("## Types")
 
 
 @pytest.mark.parametrize("builder", BUILDERS)
@@ -242,7 +233,7 @@ def test_manifest_section_holds_the_manifest_verbatim(builder: Builder) -> None:
 def test_empty_manifest_leaves_the_section_out(builder: Builder, manifest: str) -> None:
     prompt = builder.build(3, manifest)
     assert "Existing memory files" not in prompt
-    assert "instead of writing a duplicate" not in prompt
+    assert "rather than duplicate it" not in prompt
     assert "\n\n\n" not in prompt
 
 
@@ -258,14 +249,14 @@ def test_manifest_with_braces_and_trailing_newline_is_kept_as_is(builder: Builde
 @pytest.mark.parametrize("builder", BUILDERS)
 @pytest.mark.parametrize("skip_index", [False, True])
 def test_remember_and_forget_requests(builder: Builder, skip_index: bool) -> None:
-    requests = section(builder.build(3, "", skip_index), "## When the user asks directly")
-    remember = next(line for line in requests.splitlines() if "remember" in line)
-    assert "save it in this run, as the type that fits it best" in remember
-    forget = next(line for line in requests.splitlines() if "forget" in line)
-    assert "find the memory that holds it and take it out" in forget
-    assert "There is no `rm`" in forget
-    assert "`Edit` the passage away, or rewrite the whole file without it" in forget
-    assert ("remove its line from" in forget) is not skip_index
+    requests = section(builder.build(3, "", skip_index), "## Direct requests")
+    remember = next(line for line in requests.splitlines() if "Remember" in line)
+    assert "save it now, as the type that fits best" in remember
+    forget = " ".join(requests[requests.index('"Forget"') :].split())
+    assert "`Edit` it out of its memory" in forget
+    assert "no `rm`" in forget
+    assert "a file left with nothing is rewritten empty" in forget
+    assert ("and its pointer out of" in forget) is not skip_index
 
 
 # 7. The four types.
@@ -274,63 +265,73 @@ def test_remember_and_forget_requests(builder: Builder, skip_index: bool) -> Non
 @pytest.mark.parametrize("builder", BUILDERS)
 def test_four_types_in_order(builder: Builder) -> None:
     prompt = builder.build(3, "")
-    headings = [f"### {name}\n" for name in ("user", "feedback", "project", "reference")]
-    positions = [prompt.index(heading) for heading in headings]
+    bullets = [f"- **{name}**: " for name in ("user", "feedback", "project", "reference")]
+    positions = [prompt.index(bullet) for bullet in bullets]
     assert positions == sorted(positions)
-    assert "## The four types of memory" in prompt
-    assert "could not learn from the project as it stands" in prompt
+    types = section(prompt, "## Types")
+    assert "One per memory." in types
+    assert "could not learn from the project" in types
+
+
+def type_text(prompt: str, name: str) -> str:
+    """The bullet of one memory type, its lines joined."""
+    start = prompt.index(f"- **{name}**: ")
+    end = prompt.find("\n- ", start + 1)
+    blank = prompt.find("\n\n", start)
+    stop = min(e for e in (end, blank, len(prompt)) if e != -1)
+    return " ".join(prompt[start:stop].split())
 
 
 @pytest.mark.parametrize("builder", BUILDERS)
 def test_type_guidance(builder: Builder) -> None:
     prompt = builder.build(3, "")
-    user = section(prompt, "### user")
-    assert "role, goals and responsibilities" in user
-    assert "not judgements about the person" in user
-    assert "personal details that have no bearing on the work" in user
+    user = type_text(prompt, "user")
+    assert "role, goals, expertise and gaps" in user
+    assert "how they like to work and be answered" in user
+    assert "Facts, not judgements" in user
+    assert "no personal details the work does not need" in user
 
-    feedback = section(prompt, "### feedback")
-    assert "Save corrections" in feedback
-    assert "also confirmations" in feedback
-    assert "not the obvious one" in feedback
-    assert "Body: the rule itself, then a `**Why:**` line" in feedback
-    assert "a `**How to apply:**` line" in feedback
+    feedback = type_text(prompt, "feedback")
+    assert "corrections, and confirmed non-obvious choices" in feedback
+    assert "saving only mistakes breeds needless caution" in feedback
+    assert "Body: the rule, then a `**Why:**` line and a `**How to apply:**` line." in feedback
 
-    project = section(prompt, "### project")
-    assert "neither the code nor the git history records" in project
-    assert "who is doing what, why, and by when" in project
-    assert "Never leave a date relative" in project
-    assert '"next Thursday" becomes a calendar date (YYYY-MM-DD)' in project
-    assert "`**Why:**`" in project
-    assert "`**How to apply:**`" in project
-    assert "go stale fast" in project
+    project = type_text(prompt, "project")
+    assert "what code and git do not record" in project
+    assert "decisions and why, deadlines, incidents" in project
+    assert "who does what, by when" in project
+    assert "Absolute dates (YYYY-MM-DD, from today's date)" in project
+    assert "Body: the fact, then `**Why:**` and `**How to apply:**` lines." in project
+    assert "Update or remove it when things move on." in project
 
-    reference = section(prompt, "### reference")
+    reference = type_text(prompt, "reference")
     assert "outside the project" in reference
     for where in ("dashboard", "issue tracker", "chat channel"):
         assert where in reference
-    assert "Give the link" in reference
+    assert "the link or exact name, and when to look there" in reference
 
 
 def test_combined_gives_each_type_a_scope() -> None:
-    prompt = build_extract_combined_prompt(3, "")
-    assert "Scope: always private." in section(prompt, "### user")
-    feedback = section(prompt, "### feedback")
-    assert "Scope: private, unless it is clearly a convention for the whole team" in feedback
-    assert "Private feedback must not contradict team feedback" in feedback
-    assert "Scope: lean towards team" in section(prompt, "### project")
-    assert "Scope: usually team." in section(prompt, "### reference")
+    scope = " ".join(section(build_extract_combined_prompt(3, ""), "## Types").split())
+    assert "Scope: user, private;" in scope
+    assert "feedback, private unless clearly a team convention" in scope
+    assert "never contradicting team feedback" in scope
+    assert "this person overrides the team rule" in scope
+    assert "project, team unless it concerns this person alone;" in scope
+    assert "reference, usually team." in scope
 
 
 @pytest.mark.parametrize("skip_index", [False, True])
 def test_combined_never_puts_a_secret_in_team_memory(skip_index: bool) -> None:
     prompt = build_extract_combined_prompt(3, "", skip_index)
-    assert "**Never** put a secret" in section(prompt, "### Secrets")
-    line = next(line for line in prompt.splitlines() if line.startswith("**Never** put a secret"))
+    team = " ".join(section(prompt, "## Types").split())
+    line = team[team.index("**Never** put a secret") :]
     assert "in team memory" in line
     for kind in ("API key", "token", "password", "credential"):
         assert kind in line
-    assert "Keep secrets out of private memory too." in line
+    # ...nor in private memory: secrets are on the list of what is never saved.
+    never = section(prompt, "## Never save")
+    assert "- Secrets: API keys, tokens, passwords, credentials." in never
 
 
 # 8. What not to save.
@@ -338,22 +339,19 @@ def test_combined_never_puts_a_secret_in_team_memory(skip_index: bool) -> None:
 
 @pytest.mark.parametrize("builder", BUILDERS)
 def test_what_not_to_save(builder: Builder) -> None:
-    excluded = section(builder.build(3, ""), "## What not to save")
-    assert "Leave these out, even when the user asks you to save them:" in excluded
+    excluded = section(builder.build(3, ""), "## Never save, even when asked")
     bullets = [line for line in excluded.splitlines() if line.startswith("- ")]
     expected = (
-        "- Code patterns, conventions, architecture, file paths and project structure",
-        "- Git history",
-        "- Debugging recipes and fixes",
-        "- Anything the project's instruction files (CLAUDE.md, AGENTS.md",
-        "- The state of the task in hand",
-        "- Secrets of any kind: API keys, tokens, passwords, credentials.",
-        "- Information about other people that the work does not need.",
+        "- What the code or git shows: patterns, architecture, paths, structure, history, fixes.",
+        "- What CLAUDE.md, AGENTS.md or other instruction files say.",
+        "- The task in hand",
+        "- Secrets: API keys, tokens, passwords, credentials.",
+        "- Details about other people the work does not need.",
     )
     assert len(bullets) == len(expected)
     for bullet, start in zip(bullets, expected, strict=True):
         assert bullet.startswith(start)
-    assert "keep only what was surprising or non-obvious about it" in excluded
+    assert "keep only what was surprising" in excluded
 
 
 # 9. How to save: the file format and the index.
@@ -372,20 +370,21 @@ def test_file_format_is_always_given(builder: Builder, skip_index: bool) -> None
     # top-level `type` contradicted the host's memory section).
     prompt = builder.build(3, "", skip_index)
     how = section(prompt, "## How to save")
-    assert "Each memory holds one fact" in how
-    assert "two facts make two files" in how
-    assert "`user_role.md` or `feedback_testing.md`" in how
+    assert "One fact per file (two facts, two files)" in how
+    assert "`user_role.md`" in how
     assert "snake_case" in how
     example = frontmatter_example(how)
-    assert example.startswith("---\nname: <short-name-in-kebab-case>\ndescription: <one line: ")
+    assert example.startswith("---\nname: <short-name-in-kebab-case>\ndescription: <one ")
     assert "\nmetadata:\n  type: <user|feedback|project|reference>\n---\n\n<body>\n" in example
     parsed = parse_memory_file(example)
     assert list(parsed.frontmatter) == ["name", "description", "metadata"]
     assert parsed.type is None  # the placeholder is no type, but it sits where a type goes
     assert parsed.metadata["type"] == "<user|feedback|project|reference>"
     assert parsed.body == "<body>\n"
-    assert "link each related memory as `[[name]]`" in how
-    assert "keep its `name`, `description` and `type` true to the new body" in how
+    joined = " ".join(how.split())
+    assert "Be terse: a body of a few lines." in joined
+    assert "Link related memories as `[[name]]`" in joined
+    assert "keep `name`, `description` and `type` true to the body" in joined
     assert "<short title>" not in prompt
 
 
@@ -393,9 +392,9 @@ def test_file_format_is_always_given(builder: Builder, skip_index: bool) -> None
 def test_2_1_88_layout_keeps_the_top_level_type(builder: Builder) -> None:
     how = section(builder.build(3, "", memory_format="2.1.88"), "## How to save")
     example = frontmatter_example(how)
-    assert example.startswith("---\nname: <short title>\ndescription: <one line: ")
+    assert example.startswith("---\nname: <short title>\ndescription: <one ")
     assert list(parse_memory_file(example).frontmatter) == ["name", "description", "type"]
-    assert "Each memory holds one fact" in how
+    assert "One fact per file" in how
     assert "`[[name]]`" in how
 
 
@@ -407,29 +406,25 @@ def test_unknown_memory_format_is_refused(builder: Builder) -> None:
 
 @pytest.mark.parametrize("builder", BUILDERS)
 def test_index_instructions(builder: Builder) -> None:
-    how = section(builder.build(3, ""), "## How to save")
-    assert "one line, under ~150 characters" in how
-    assert "in the form `- [Title](file.md) — one-line hook`" in how
-    assert f"`{ENTRYPOINT_NAME}` is only an index: it has no frontmatter" in how
-    assert "never holds the content of a memory" in how
-    assert f"loaded into every conversation and cut off after {MAX_ENTRYPOINT_LINES} lines" in how
-    assert "organised by topic, not by date" in how
+    how = " ".join(section(builder.build(3, ""), "## How to save").split())
+    # Shorter than the ~150 characters Claude Code asks for: every line is loaded, and written.
+    assert "under ~100 characters: `- [Title](file.md) — hook`" in how
+    assert f"`{ENTRYPOINT_NAME}` is only an index (no frontmatter, no content)" in how
+    assert f"loaded into every conversation and cut at {MAX_ENTRYPOINT_LINES} lines" in how
+    assert "by topic, not date" in how
     if builder.combined:
-        assert "(each directory has its own)" in how
-        assert "Both indexes are loaded" in how
+        assert f"a pointer line to the `{ENTRYPOINT_NAME}` of its directory" in how
+        assert f"Each directory's `{ENTRYPOINT_NAME}` is only" in how
     else:
-        assert f"`{ENTRYPOINT_NAME}` in the same directory" in how
+        assert f"a pointer line to `{ENTRYPOINT_NAME}`," in how
 
 
 @pytest.mark.parametrize("builder", BUILDERS)
 def test_skip_index_drops_every_index_step(builder: Builder) -> None:
     prompt = builder.build(3, MANIFEST, True, memory_dir=MEMORY_DIR)
     mentions = [line for line in prompt.splitlines() if ENTRYPOINT_NAME in line]
-    assert mentions == [
-        "Write the memory file and nothing more: memories are found without an index here, "
-        f"so do not create, read or change `{ENTRYPOINT_NAME}`."
-    ]
-    for gone in ("150", f"{MAX_ENTRYPOINT_LINES} lines", "[Title](file.md)", "pointer"):
+    assert mentions == [f"No index here: do not create, read or change `{ENTRYPOINT_NAME}`."]
+    for gone in ("~100", f"{MAX_ENTRYPOINT_LINES} lines", "[Title](file.md)", "pointer"):
         assert gone not in prompt
     assert "## How to save" in prompt
     assert "---\nname: <short-name-in-kebab-case>" in prompt
@@ -443,8 +438,8 @@ def test_finishes_with_a_one_line_summary(builder: Builder) -> None:
     prompt = builder.build(3, "")
     finish = section(prompt, "## Finish")
     assert prompt.endswith(finish)
-    assert "When you answer without a tool call, say in one line what you saved" in finish
-    assert "or answer only `Nothing to save.`" in finish
+    assert "End without a tool call: one line on what you saved or changed" in finish
+    assert "or only `Nothing to save.`" in finish
 
 
 # Shape: stable, compact, well-formed.
@@ -484,8 +479,8 @@ def test_shape(builder: Builder) -> None:
 @pytest.mark.parametrize(
     ("builder", "low", "high"),
     [
-        pytest.param(build_extract_auto_only_prompt, 700, 1300, id="auto_only"),
-        pytest.param(build_extract_combined_prompt, 800, 1500, id="combined"),
+        pytest.param(build_extract_auto_only_prompt, 350, 650, id="auto_only"),
+        pytest.param(build_extract_combined_prompt, 420, 760, id="combined"),
     ],
 )
 def test_length_stays_compact(builder: Build, low: int, high: int) -> None:
@@ -512,7 +507,7 @@ def test_the_date_of_the_turn_is_in_the_request(builder: Builder, host_memory: b
     assert parts.request.endswith("\n\nToday's date is 2026-03-05.")
     assert "2026-03-05" not in parts.instructions + parts.state.replace(MANIFEST, "")
     assert "Today's date" not in builder.build(3, MANIFEST, memory_dir=MEMORY_DIR)
-    assert "worked out from today's date" in builder.build(3, "")
+    assert "(YYYY-MM-DD, from today's date)" in builder.build(3, "")
 
 
 # The short prompt, for a host whose system prompt has a memory section of its own.
@@ -534,8 +529,9 @@ def test_the_short_prompt_defers_to_the_hosts_memory_section(
     assert prompt.startswith("# Memory update\n")
     assert "the last ~3 messages above" in prompt
     assert MANIFEST in prompt
-    assert "Your system prompt already has a section on memory" in prompt
-    assert "types of memory, for what is not worth saving, and for how a memory file" in prompt
+    joined = " ".join(prompt.split())
+    assert "Your system prompt's memory section rules the types, what not to save" in joined
+    assert "how memory files and index entries look" in joined
     assert "Save in the directory named above, even where the system prompt names another." in (
         prompt
     )
@@ -546,22 +542,24 @@ def test_the_short_prompt_defers_to_the_hosts_memory_section(
     assert "```markdown\n---" not in prompt
     assert "<short title>" not in prompt
     assert re.search(r"^(?:type|name|metadata):", prompt, re.M) is None
-    for gone in ("## The four types", "## What not to save", "## How to save", "snake_case"):
+    for gone in ("## Types", "## Never save", "## How to save", "snake_case"):
         assert gone not in prompt
-    assert "first every `Read` you need, all at once; then every" in prompt
-    assert "update the file that already holds a fact rather than adding a duplicate" in prompt
+    assert "First every `Read` at once, then every `Write` and `Edit` at once" in joined
+    assert "Change a file with a small `Edit`, not a whole new `Write`." in joined
+    assert "Update a listed file rather than duplicate it" in prompt
     assert prompt.endswith(
         "answer only `Nothing to save.`; otherwise end with one line on what you saved or changed."
     )
     if builder.combined:
-        assert (
-            "**Never** put a secret (an API key, token, password or other credential) in team"
-            in (prompt)
+        assert "**Never** put a secret (API key, token, password, any credential) in team" in (
+            prompt
         )
     if skip_index:
         assert "do not create, read or change `MEMORY.md`" in prompt
+        assert "Be terse: a few lines a file." in prompt
     else:
         assert "counts as read" in prompt
+        assert "Be terse: a few lines a file, index lines under ~100 characters." in prompt
 
 
 @pytest.mark.parametrize("builder", BUILDERS)
@@ -570,8 +568,7 @@ def test_every_prompt_asks_for_one_fact_per_file_and_links(
     builder: Builder, host_memory: bool
 ) -> None:
     prompt = builder.build(3, MANIFEST, memory_dir=MEMORY_DIR, host_memory=host_memory)
-    assert re.search(r"[Oo]ne fact", prompt)
-    assert "two facts make two files" in prompt
+    assert "One fact per file (two facts, two files)" in prompt
     assert "`[[name]]`" in prompt
 
 
@@ -584,9 +581,9 @@ def test_the_short_prompt_is_a_fraction_of_the_whole(builder: Builder) -> None:
         return len(parts.instructions.encode())
 
     # What the run is about and what memory holds are the same in both; the how-to part
-    # shrinks to near the ~1.5 KB of Claude Code's own fork prompt.
-    assert instructions(True) * 4 < instructions(False)
-    assert instructions(True) < 1_500
+    # shrinks to below the ~1.5 KB of Claude Code's own fork prompt.
+    assert instructions(True) * 5 < instructions(False) * 2
+    assert instructions(True) < 1_200
 
 
 @pytest.mark.parametrize("builder", BUILDERS)

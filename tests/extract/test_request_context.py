@@ -154,26 +154,26 @@ def fork_prompt(tmp_path: Path, system: object, *, host_messages: tuple[Message,
 )
 def test_a_fork_defers_to_the_hosts_memory_section(tmp_path: Path, system: object) -> None:
     prompt = fork_prompt(tmp_path, system)
-    assert "Your system prompt already has a section on memory" in prompt
+    assert "Your system prompt's memory section rules" in prompt
     assert "<short title>" not in prompt
-    assert "## The four types of memory" not in prompt
+    assert "## Types" not in prompt
     assert "Today's date is 2026-03-0" in prompt
 
 
 def test_memdirs_own_memory_section_counts_as_the_hosts(tmp_path: Path) -> None:
     system = "You are the host agent.\n\n" + memory_prompt(tmp_path / "memory")
-    assert "Your system prompt already has a section on memory" in fork_prompt(tmp_path, system)
+    assert "Your system prompt's memory section rules" in fork_prompt(tmp_path, system)
 
 
 def test_a_memory_section_in_an_openai_system_message_counts(tmp_path: Path) -> None:
     system_message = Message(role="system", content=Message.user(HOST_MEMORY).content)
     prompt = fork_prompt(tmp_path, None, host_messages=(system_message,))
-    assert "Your system prompt already has a section on memory" in prompt
+    assert "Your system prompt's memory section rules" in prompt
 
 
 def test_a_host_without_a_memory_section_gets_the_whole_prompt(tmp_path: Path) -> None:
     prompt = fork_prompt(tmp_path, "You are the host agent.")
-    assert "## The four types of memory" in prompt
+    assert "## Types" in prompt
     assert "name: <short-name-in-kebab-case>" in prompt
     assert "metadata:\n  type: <user|feedback|project|reference>" in prompt
-    assert "Your system prompt already has" not in prompt
+    assert "Your system prompt's memory section" not in prompt

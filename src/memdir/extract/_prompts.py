@@ -17,6 +17,12 @@ does, and the prompt adds only how this run works, so the two never disagree.
 
 The text depends on nothing but the arguments, so identical inputs give a byte-identical
 prompt and repeated runs keep a stable, cacheable prefix.
+
+Every run sends it, and what the agent writes is billed at several times the price of what
+it reads: so each rule is said once, in as few words as keep it plain, and the agent is
+asked for short files, index lines well under Claude Code's ~150 characters, and a small
+``Edit`` rather than a whole file written again (``tests/extract/test_prompt_size.py``
+holds the budgets).
 """
 
 from __future__ import annotations
@@ -48,85 +54,60 @@ __all__ = [
     "has_memory_section",
 ]
 
-# ~150 characters: the index line length Claude Code asks its memory agent to stay under.
-_INDEX_LINE_CHARS = 150
+# The index line length asked for: Claude Code asks its own memory agent for under ~150
+# characters; a shorter line is cheaper to write and to load into every conversation.
+_INDEX_LINE_CHARS = 100
 
 _OPENER = """\
 # Memory update
 
-You are now the memory agent for this conversation. Look at the last ~{count} above and \
-decide whether anything there is worth remembering in future conversations; earlier \
-messages were already handled by a previous run. Often nothing is."""
+You are now the memory agent for this conversation. Look at the last ~{count} above for \
+anything worth remembering in future conversations (a previous run handled earlier ones). \
+Often nothing is."""
 
 _TOOLS = """\
 ## Tools
 
-- `Read`, `Grep` and `Glob` may be used on any path.
-- `Bash` is for read-only commands only: no output redirection, no `rm`, nothing that \
-creates, moves or changes a file.
-- `Write` and `Edit` only work on files inside {where}.
-- Any other tool call is refused.
-
-Always use absolute paths."""
+`Read`, `Grep`, `Glob`: any path. `Bash`: read-only (no redirection, no `rm`). `Write`, \
+`Edit`: only inside {where}. Use absolute paths."""
 
 _TURNS = """\
-## One turn, or two
+## Turns
 
-Every request costs, so spend as few as the work allows:
+Nothing worth saving (the usual case): no tool call. Otherwise at most two turns, the \
+calls of each in parallel: first every `Read` you need, then every `Write` and `Edit`. \
+`Edit`, or `Write` over a file, needs a `Read` of it in this run{known}, so new files \
+alone take one turn. Change a file with a small `Edit`, not a whole new `Write`.
 
-- Nothing worth saving, which is the usual case: answer in one short line and call no \
-tool at all.
-- Only new memories: in a single turn, `Write` each new file{index_step}, all as parallel \
-calls. Once every call of a turn has written successfully, the run is over.
-- A change to a memory that exists: `Edit`, and `Write` over a file that already exists, \
-only work on a file you have `Read` earlier in this run{known}. So first issue every \
-`Read` you need at once, as parallel calls; then, in the next turn, every `Write` and \
-`Edit` at once.
-
-Do not alternate read, write, read over several turns.
-
-Work from the conversation alone. Do not investigate or verify anything: no grepping the \
-codebase, no reading project files, no git commands, no checking whether what was said is \
-true. Your tools are for the memory files, not for research."""
+Use the conversation alone: no investigating the codebase, project files or git, no \
+checking facts."""
 
 _MANIFEST = """\
 ## Existing memory files
 
-These memory files exist already:
-
 {manifest}
 
-Check this list before you write: update an existing file instead of writing a duplicate, \
-and change or remove a memory the conversation shows is wrong."""
+Update a listed file rather than duplicate it; fix or remove one the conversation shows \
+is wrong."""
 
 _TOO_MANY = """\
 ## What the memory directory holds
 
-{count} memory files{more}: {kinds}. Too many to list on every run: the ones the new messages \
-touch are listed with the request, after the conversation. Before you write a memory \
-that may exist already, `Grep` or `Glob` the memory directory for it (each file's `name` \
-and `description` are in its frontmatter)."""
+{count} memory files{more}: {kinds}. Too many to list; those the new messages touch are \
+listed with this request. Before writing one that may exist, `Grep` or `Glob` the memory \
+directory (frontmatter holds each file's `name` and `description`)."""
 
-_TOUCHED = """\
-## Existing memory files
-
-{listed}
-
-Check this list before you write: update an existing file instead of writing a duplicate, \
-and change or remove a memory the conversation shows is wrong."""
+_TOUCHED = _MANIFEST.replace("{manifest}", "{listed}")
 
 _NONE_TOUCHED = "The new messages touch none of the memory files by name or description."
 
 _ELIDED_LEAD = (
-    "{label} counts as `Read` already. Shown here without its {count} pointer {lines} to "
-    "memory files (`- [Title](file.md) — hook`; `Read` it before you change or remove "
-    "one). Its last line is exact: add a pointer with an `Edit` of that line, and never "
-    "`Write` over the whole index."
+    "{label} counts as `Read`. Shown here without its {count} pointer {lines} to memory "
+    "files (`Read` it to change one); its last line is exact: add a pointer by an `Edit` "
+    "of that line, never a `Write` of the whole index."
 )
 
 _ELISION = "[… {count} pointer {lines} to memory files …]"
-
-_ADD_POINTER = ", and add its pointer to {index} (`Edit` it, or `Write` it if it does not exist)"
 
 _INDEX_TEXT = """\
 ## {label} as it is now
@@ -143,99 +124,62 @@ _NO_INDEX_YET = """\
 {label} does not exist yet: create it with `Write`."""
 
 _REQUESTS = """\
-## When the user asks directly
+## Direct requests
 
-- Asked to remember something: save it in this run, as the type that fits it best.
-- Asked to forget something: find the memory that holds it and take it out. There is no \
-`rm`, so `Edit` the passage away, or rewrite the whole file without it (with nothing left, \
-rewrite it empty){unindex}."""
+- "Remember": save it now, as the type that fits best.
+- "Forget": `Edit` it out of its memory (no `rm`; a file left with nothing is rewritten \
+empty){unindex}."""
 
 _TYPES_INTRO = """\
-## The four types of memory
+## Types
 
-Save only what a future conversation could not learn from the project as it stands. Every \
-memory has exactly one type."""
+One per memory. Save only what a later conversation could not learn from the project."""
 
 _TYPE_USER = """\
-### user
-
-Who the person is: their role, goals and responsibilities, what they know well and where \
-they are new, how they like to work and to be answered. The point is that later answers \
-fit them, for instance by explaining an unfamiliar tool in terms of one they already know. \
-Record facts, not judgements about the person, and leave out personal details that have \
-no bearing on the work."""
+- **user**: their role, goals, expertise and gaps, how they like to work and be answered. \
+Facts, not judgements; no personal details the work does not need."""
 
 _TYPE_FEEDBACK = """\
-### feedback
-
-How they want the work done. Save corrections (they told you to stop doing something, or \
-to do it differently) and also confirmations: they approved an approach that was not the \
-obvious one, or accepted an unusual choice without objection. If only mistakes get \
-recorded, you drift towards needless caution.
-
-Body: the rule itself, then a `**Why:**` line (the reason they gave, or that the situation \
-made plain) and a `**How to apply:**` line (when and where the rule holds)."""
+- **feedback**: how they want the work done: corrections, and confirmed non-obvious \
+choices (saving only mistakes breeds needless caution). Body: the rule, then a \
+`**Why:**` line and a `**How to apply:**` line."""
 
 _TYPE_PROJECT = """\
-### project
-
-What is happening around the work that neither the code nor the git history records: \
-ongoing efforts, goals, decisions and the reasons for them, deadlines, incidents. Capture \
-who is doing what, why, and by when. Never leave a date relative: "next Thursday" \
-becomes a calendar date (YYYY-MM-DD), worked out from today's date.
-
-Body: the fact or decision, then a `**Why:**` line and a `**How to apply:**` line. These \
-memories go stale fast; update or remove them when the conversation shows that things \
-have moved on."""
+- **project**: what code and git do not record: efforts, decisions and why, deadlines, \
+incidents; who does what, by when. Absolute dates (YYYY-MM-DD, from today's date). Body: \
+the fact, then `**Why:**` and `**How to apply:**` lines. Update or remove it when things \
+move on."""
 
 _TYPE_REFERENCE = """\
-### reference
+- **reference**: where something lives outside the project (dashboard, issue tracker, \
+chat channel, document): the link or exact name, and when to look there."""
 
-Where things live outside the project: a dashboard, an issue tracker or board, a chat \
-channel, a design document or runbook. Give the link (or the exact name) and say when it \
-is worth looking there."""
-
-_SCOPES = (
-    "Scope: always private.",
-    "Scope: private, unless it is clearly a convention for the whole team (how the project "
-    "is tested or released, say). Private feedback must not contradict team feedback: if it "
-    "would, leave it out, or state in the memory that this person overrides the team rule.",
-    "Scope: lean towards team; keep it private only when it concerns this person alone.",
-    "Scope: usually team.",
-)
+_SCOPES = """\
+Scope: user, private; feedback, private unless clearly a team convention (how the \
+project is tested or released), and never contradicting team feedback (leave it out, or \
+say that this person overrides the team rule); project, team unless it concerns this \
+person alone; reference, usually team."""
 
 _TEAM_SECRETS = """\
-### Secrets
-
-**Never** put a secret (an API key, token, password or any other credential) in team \
-memory: everyone on the project reads it. Keep secrets out of private memory too."""
+**Never** put a secret (API key, token, password, any credential) in team memory: \
+everyone on the project reads it."""
 
 _NOT_TO_SAVE = """\
-## What not to save
+## Never save, even when asked
 
-Leave these out, even when the user asks you to save them:
+- What the code or git shows: patterns, architecture, paths, structure, history, fixes.
+- What CLAUDE.md, AGENTS.md or other instruction files say.
+- The task in hand: progress, temporary notes, this conversation's context.
+- Secrets: API keys, tokens, passwords, credentials.
+- Details about other people the work does not need.
 
-- Code patterns, conventions, architecture, file paths and project structure: the code \
-itself shows them.
-- Git history: what changed, when, and who changed it. Git already has it.
-- Debugging recipes and fixes: the fix lives in the code, its story in the commit message.
-- Anything the project's instruction files (CLAUDE.md, AGENTS.md and the like) already say.
-- The state of the task in hand: work in progress, temporary notes, context that only \
-matters in this conversation.
-- Secrets of any kind: API keys, tokens, passwords, credentials.
-- Information about other people that the work does not need.
-
-If the user asks you to save something of this kind (say, a summary of what was merged \
-this week), do not store it as it is: keep only what was surprising or non-obvious about \
-it, if anything."""
+Asked for one (say, this week's merges), keep only what was surprising in it, if any."""
 
 _FILE_FORMAT = """\
 ## How to save
 
-Each memory holds one fact (one preference, one decision, one link to elsewhere) in a \
-Markdown file of its own {where}: two facts make two files. Give the file a short, \
-descriptive snake_case name such as `user_role.md` or `feedback_testing.md`. The file \
-starts with frontmatter in exactly this form:
+One fact per file (two facts, two files), {where}, named in short snake_case \
+(`user_role.md`):
 
 ```markdown
 ---
@@ -245,13 +189,10 @@ starts with frontmatter in exactly this form:
 <body>
 ```
 
-{links}When you change a memory, keep its `name`, `description` and `type` true to the new \
-body."""
+Be terse: a body of a few lines. Link related memories as `[[name]]`, even unwritten \
+ones. On a change, keep `name`, `description` and `type` true to the body."""
 
-_DESCRIPTION_LINE = (
-    "description: <one line: what this memory is; later runs use it to decide relevance, "
-    "so be specific>"
-)
+_DESCRIPTION_LINE = "description: <one specific line; later runs judge relevance by it>"
 # The frontmatter each layout of memdir.store's MemoryFormat asks for: today's Claude Code
 # keeps `type` under `metadata` with a kebab-case `name`; 2.1.88 kept both at the top.
 _FRONTMATTER: Mapping[MemoryFormat, str] = {
@@ -262,47 +203,31 @@ _FRONTMATTER: Mapping[MemoryFormat, str] = {
     "2.1.88": f"name: <short title>\n{_DESCRIPTION_LINE}\ntype: <user|feedback|project|reference>",
 }
 
-_LINKS = """\
-In the body, link each related memory as `[[name]]`, with that memory's `name`. Link \
-freely: a link to a memory nobody has written yet is no error, it marks something worth \
-saving later.
-
-"""
-
 _INDEX = """\
-Then add a pointer to the file in {index}: one line, under ~{line_chars} characters, in \
-the form `- [Title](file.md) — one-line hook`.
+Index: add a pointer line to {index}, under ~{line_chars} characters: \
+`- [Title](file.md) — hook`. {indexes} is only an index (no frontmatter, no content), by \
+topic, not date, loaded into every conversation and cut at {max_lines} lines."""
 
-`MEMORY.md` is only an index: it has no frontmatter and never holds the content of a \
-memory. {loaded} and cut off after {max_lines} lines, so keep {each} short and organised \
-by topic, not by date. A missing index is created with `Write`."""
-
-_NO_INDEX = """\
-Write the memory file and nothing more: memories are found without an index here, so do \
-not create, read or change `MEMORY.md`."""
+_NO_INDEX = "No index here: do not create, read or change `MEMORY.md`."
 
 _SHORT = """\
 ## How this run works
 
-Your system prompt already has a section on memory. Follow it for the types of memory, \
-for what is not worth saving, and for how a memory file and its index entry look; this \
-message adds only how this run goes.{named}
+Your system prompt's memory section rules the types, what not to save, and how memory \
+files and index entries look; this adds how this run goes.{named}
 
-- One fact per file: two facts make two files. Link related memories with `[[name]]`, \
-the other memory's `name`.
-- Check the list of existing files before you write: update the file that already holds \
-a fact rather than adding a duplicate, and correct a memory the conversation shows is \
-wrong.
-- `Read`, `Grep` and `Glob` work anywhere; `Bash` only for read-only commands (no `rm`: \
-to forget a memory, `Edit` it away); `Write` and `Edit` only inside {where}. `Edit`, or \
-`Write` over an existing file, needs a `Read` of it earlier in this run{known}.
-- Spend as few turns as you can: first every `Read` you need, all at once; then every \
-`Write` and `Edit`, all at once. Do not go back and forth.
+- One fact per file (two facts, two files); link related memories as `[[name]]`.
+- `Read`, `Grep`, `Glob` anywhere; `Bash` read-only (no `rm`: `Edit` a memory away to \
+forget it); `Write` and `Edit` only inside {where}, and on an existing file only after \
+a `Read` of it in this run{known}.
+- First every `Read` at once, then every `Write` and `Edit` at once; no back and forth. \
+Change a file with a small `Edit`, not a whole new `Write`.
+- Be terse: a few lines a file{short_index}.
 - Use the conversation alone: no searching the codebase, no git, no checking facts."""
 
 _SHORT_TEAM_SECRETS = """\
-- **Never** put a secret (an API key, token, password or other credential) in team \
-memory: everyone on the project reads it."""
+- **Never** put a secret (API key, token, password, any credential) in team memory: \
+everyone on the project reads it."""
 
 _NOTHING = "Nothing to save."
 
@@ -313,9 +238,7 @@ with one line on what you saved or changed."""
 _FINISH = f"""\
 ## Finish
 
-When you answer without a tool call, say in one line what you saved or changed (for \
-example `Saved feedback_testing.md; updated user_role.md.`), or answer only \
-`{_NOTHING}`"""
+End without a tool call: one line on what you saved or changed, or only `{_NOTHING}`"""
 
 # A memory section in a host's system prompt: a "# Memory" heading (Claude Code 2.1.332,
 # memdir's recall prompt) or "# auto memory" (Claude Code's older builds), and, soon
@@ -440,12 +363,15 @@ def has_memory_section(system: str | Sequence[Mapping[str, Any]] | None) -> bool
 
 
 _NAMED = " Save in the directory named above, even where the system prompt names another."
+_KNOWN = " (a shown index counts as read)"
 
 
 def _short_instructions(team: bool, skip_index: bool, named: bool) -> str:
     where = "the two memory directories" if team else "the memory directory"
-    known = "" if skip_index else " (an index whose text you are shown counts as read)"
-    sections = [_SHORT.format(where=where, known=known, named=_NAMED if named else "")]
+    known = "" if skip_index else _KNOWN
+    named_line = _NAMED if named else ""
+    short_index = "" if skip_index else f", index lines under ~{_INDEX_LINE_CHARS} characters"
+    sections = [_SHORT.format(where=where, known=known, named=named_line, short_index=short_index)]
     if team:
         sections[0] += "\n" + _SHORT_TEAM_SECRETS
     if skip_index:
@@ -463,7 +389,7 @@ def _index_section(label: str, text: str | None, elide: bool = False) -> str:
         lead = _ELIDED_LEAD.format(label=label, count=elided, lines=lines)
         text = shown
     else:
-        lead = f"{label} holds exactly this; it counts as `Read` already, so `Edit` it directly:"
+        lead = f"{label} holds exactly this (it counts as `Read`: `Edit` it directly):"
     # A fence longer than any backtick run inside keeps the text whole.
     fence = "```"
     while fence in text:
@@ -472,70 +398,41 @@ def _index_section(label: str, text: str | None, elide: bool = False) -> str:
     return _INDEX_TEXT.format(label=label, lead=lead, text=body, fence=fence)
 
 
-def _file_format(where: str, memory_format: MemoryFormat) -> str:
-    return _FILE_FORMAT.format(where=where, frontmatter=_FRONTMATTER[memory_format], links=_LINKS)
-
-
 def _instructions(team: bool, skip_index: bool, memory_format: MemoryFormat) -> str:
+    types = [_TYPE_USER, _TYPE_FEEDBACK, _TYPE_PROJECT, _TYPE_REFERENCE]
     if team:
-        where_tools = "the two memory directories"
-        index_step = (
-            "" if skip_index else _ADD_POINTER.format(index="the `MEMORY.md` of its directory")
-        )
-        unindex = "" if skip_index else ", and remove its line from that directory's `MEMORY.md`"
-        index = _NO_INDEX
-        if not skip_index:
-            index = _INDEX.format(
-                index="the `MEMORY.md` of the same directory (each directory has its own)",
-                line_chars=_INDEX_LINE_CHARS,
-                loaded="Both indexes are loaded into every conversation",
-                each="each one",
-                max_lines=MAX_ENTRYPOINT_LINES,
-            )
-        types = (_TYPE_USER, _TYPE_FEEDBACK, _TYPE_PROJECT, _TYPE_REFERENCE)
-        typed = [f"{text}\n\n{scope}" for text, scope in zip(types, _SCOPES, strict=True)]
-        return _join(
-            _TOOLS.format(where=where_tools),
-            _turns(index_step, skip_index),
-            _REQUESTS.format(unindex=unindex),
-            _TYPES_INTRO,
-            *typed,
-            _TEAM_SECRETS,
-            _NOT_TO_SAVE,
-            _file_format("in the directory its scope calls for", memory_format),
-            index,
-            _FINISH,
-        )
-    index_step = "" if skip_index else _ADD_POINTER.format(index="`MEMORY.md`")
-    unindex = "" if skip_index else ", and remove its line from `MEMORY.md`"
-    index = _NO_INDEX
-    if not skip_index:
-        index = _INDEX.format(
-            index="`MEMORY.md` in the same directory",
+        where = "the two memory directories"
+        index = "the `MEMORY.md` of its directory"
+        indexes = "Each directory's `MEMORY.md`"
+        unindex = ", and its pointer out of that directory's `MEMORY.md`"
+        types += ["", f"{_SCOPES}\n\n{_TEAM_SECRETS}"]
+        saved_in = "in the directory its scope calls for"
+    else:
+        where = "the memory directory"
+        index = "`MEMORY.md`"
+        indexes = "`MEMORY.md`"
+        unindex = ", and its pointer out of `MEMORY.md`"
+        saved_in = "in the memory directory"
+    how = _FILE_FORMAT.format(where=saved_in, frontmatter=_FRONTMATTER[memory_format])
+    if skip_index:
+        unindex = ""
+        how += "\n\n" + _NO_INDEX
+    else:
+        how += "\n\n" + _INDEX.format(
+            index=index,
             line_chars=_INDEX_LINE_CHARS,
-            loaded="It is loaded into every conversation",
-            each="it",
+            indexes=indexes,
             max_lines=MAX_ENTRYPOINT_LINES,
         )
     return _join(
-        _TOOLS.format(where="the memory directory"),
-        _turns(index_step, skip_index),
+        _TOOLS.format(where=where),
+        _TURNS.format(known="" if skip_index else _KNOWN),
         _REQUESTS.format(unindex=unindex),
-        _TYPES_INTRO,
-        _TYPE_USER,
-        _TYPE_FEEDBACK,
-        _TYPE_PROJECT,
-        _TYPE_REFERENCE,
+        _TYPES_INTRO + "\n\n" + "\n".join(types),
         _NOT_TO_SAVE,
-        _file_format("in the memory directory", memory_format),
-        index,
+        how,
         _FINISH,
     )
-
-
-def _turns(index_step: str, skip_index: bool) -> str:
-    known = "" if skip_index else " (an index whose text you are shown counts as read)"
-    return _TURNS.format(index_step=index_step, known=known)
 
 
 def build_extract_auto_only_prompt(

@@ -52,13 +52,9 @@ __all__ = [
 ]
 
 STANDALONE_SYSTEM_PROMPT = """\
-You are memdir's memory agent. You are shown a stretch of a conversation between a user \
-and an AI assistant, then a request from memdir with what the memory directory holds now. \
-Your only job is to keep the memory directory accurate and useful for future conversations \
-with the same user: save what is worth keeping, update what changed, and remove what the \
-user asks to forget. Tool calls and tool results from the conversation are shown as text; \
-they happened in the past and cannot be repeated. Use only the tools you are given, and \
-follow the instructions below exactly."""
+You are memdir's memory agent. From the conversation shown (its tool calls and results \
+are past, shown as text) and memdir's request after it, keep the memory directory \
+accurate for future conversations with this user."""
 
 _CHARS_PER_TOKEN = 4
 _SLICE_SECONDS = 0.001  # longest stretch of rendering before the event loop gets a turn

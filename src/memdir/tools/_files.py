@@ -157,32 +157,32 @@ def _stamp(st: os.stat_result) -> FileStamp:
     return FileStamp(mtime_ns=st.st_mtime_ns, size=st.st_size)
 
 
-def _file_path(verb: str) -> dict[str, Any]:
-    where = "absolute, or relative to the working directory"
-    return prop("string", f"The file to {verb} ({where}).", minLength=1)
+# Terse on purpose: every memory run sends these definitions (issue 24). A relative path
+# is still taken against the working directory; the prompt asks for absolute ones.
+_FILE_PATH = prop("string", "Absolute path.", minLength=1)
 
 
 _READ_SCHEMA = object_schema(
     {
-        "file_path": _file_path("read"),
-        "offset": prop("integer", "The line to start at; 1 is the first line.", minimum=1),
-        "limit": prop("integer", f"How many lines (default {READ_DEFAULT_LIMIT}).", minimum=1),
+        "file_path": _FILE_PATH,
+        "offset": prop("integer", "First line, from 1.", minimum=1),
+        "limit": prop("integer", "Line count.", minimum=1),
     },
     ["file_path"],
 )
 _WRITE_SCHEMA = object_schema(
     {
-        "file_path": _file_path("write"),
-        "content": prop("string", "The complete new content of the file."),
+        "file_path": _FILE_PATH,
+        "content": prop("string", "The whole new text."),
     },
     ["file_path", "content"],
 )
 _EDIT_SCHEMA = object_schema(
     {
-        "file_path": _file_path("change"),
-        "old_string": prop("string", "The exact text to replace, as in the file.", minLength=1),
-        "new_string": prop("string", "The text to put in its place; must differ from old_string."),
-        "replace_all": prop("boolean", "Replace every occurrence, not just one (default false)."),
+        "file_path": _FILE_PATH,
+        "old_string": prop("string", "Exact text to replace.", minLength=1),
+        "new_string": prop("string", "Its replacement."),
+        "replace_all": prop("boolean", "Replace every occurrence."),
     },
     ["file_path", "old_string", "new_string"],
 )
@@ -201,10 +201,8 @@ class ReadTool:
         return {
             "name": self.name,
             "description": (
-                "Read a text file from the local filesystem. Lines come back numbered from 1, "
-                f"at most {READ_DEFAULT_LIMIT} of them (use offset and limit to page through "
-                f"a long file); lines longer than {MAX_LINE_CHARS} characters are cut. Read a "
-                "file before you Edit it or overwrite it with Write."
+                f"Read a text file, lines numbered from 1 (at most {READ_DEFAULT_LIMIT}; page "
+                "with offset and limit)."
             ),
             "input_schema": copy.deepcopy(_READ_SCHEMA),
         }
@@ -331,11 +329,7 @@ class WriteTool:
         """The tool as the model sees it."""
         return {
             "name": self.name,
-            "description": (
-                "Write a file, creating it and any missing parent directories, or replacing "
-                "its whole content. An existing file must have been Read first and not have "
-                "changed since. Prefer Edit for changing part of a file."
-            ),
+            "description": "Create a file, or replace one Read first. Prefer Edit for a change.",
             "input_schema": copy.deepcopy(_WRITE_SCHEMA),
         }
 
@@ -377,10 +371,8 @@ class EditTool:
         return {
             "name": self.name,
             "description": (
-                "Replace text in a file: old_string must appear exactly once (include enough "
-                "surrounding lines to make it unique) unless replace_all is true. The file "
-                "must have been Read first and not have changed since. Give the text as the "
-                "file holds it, without Read's line-number prefixes."
+                "Replace old_string, found exactly once (or every time: replace_all), in a "
+                "file Read first. Text as in the file, without Read's line numbers."
             ),
             "input_schema": copy.deepcopy(_EDIT_SCHEMA),
         }

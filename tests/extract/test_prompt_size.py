@@ -1,0 +1,68 @@
+"""What memdir sends of its own on every memory run stays small (issue 24): the
+standalone request's instructions and tool definitions, and the fork's prompt, measured
+as the planner measures them (characters / 4), with an empty store and with 150 memories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memdir.extract._standalone import estimate_tokens
+from memdir.models import ModelRequest
+from tests.extract.test_bounded_state import fill, run_once
+
+STATIC_BUDGET = 1_200
+"""Most tokens of the standalone request's cached prefix of memdir's own: the system
+prompt (who the agent is, then every instruction) and the Read, Write and Edit
+definitions. Before issue 24: 2,151."""
+FORK_BEFORE = {0: 1_566, 150: 1_846}
+"""Tokens of the whole fork prompt (sent uncached on every fork) before issue 24, for the
+stores below, as this file builds them."""
+FORK_SHARE = 0.6
+"""The most the whole fork prompt may be now, as a share of :data:`FORK_BEFORE`."""
+SHORT_BUDGET = {0: 400, 150: 650}
+"""Most tokens of the short fork prompt, for a host with a memory section of its own
+(before issue 24: 440 and 720)."""
+
+
+def request_for(tmp_path: Path, count: int, mode: str) -> ModelRequest:
+    memory = tmp_path / "memory"
+    if count:
+        fill(memory, count)
+    else:
+        memory.mkdir()
+    return run_once(memory, mode)
+
+
+def system_text(request: ModelRequest) -> str:
+    system = request.system
+    if isinstance(system, str):
+        return system
+    return "".join(str(block.get("text", "")) for block in system or ())
+
+
+@pytest.mark.parametrize("count", [0, 150])
+def test_the_standalone_instructions_and_tools_fit_their_budget(tmp_path: Path, count: int) -> None:
+    request = request_for(tmp_path, count, "standalone")
+    tools = [{k: v for k, v in tool.items() if k != "cache_control"} for tool in request.tools]
+    assert [tool["name"] for tool in tools] == ["Read", "Write", "Edit"]
+    static = estimate_tokens(system_text(request))
+    static += estimate_tokens(json.dumps(tools, ensure_ascii=False))
+    assert static <= STATIC_BUDGET
+
+
+@pytest.mark.parametrize("count", [0, 150])
+def test_the_whole_fork_prompt_fits_its_budget(tmp_path: Path, count: int) -> None:
+    prompt = request_for(tmp_path, count, "fork").messages[-1].text
+    assert prompt.startswith("# Memory update")
+    assert "## Types" in prompt  # the whole prompt: the host has no memory section
+    assert estimate_tokens(prompt) <= FORK_SHARE * FORK_BEFORE[count]
+
+
+@pytest.mark.parametrize("count", [0, 150])
+def test_the_short_fork_prompt_fits_its_budget(tmp_path: Path, count: int) -> None:
+    prompt = request_for(tmp_path, count, "fork-short").messages[-1].text
+    assert "## How this run works" in prompt
+    assert estimate_tokens(prompt) <= SHORT_BUDGET[count]
