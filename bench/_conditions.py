@@ -337,6 +337,10 @@ ends with the run's own earlier calls and their results (``own turns``), from it
 request on. OpenAI's prompt text puts the tools first, then the messages."""
 
 
+# Characters of a message's text that tell which message of the conversation it renders.
+_OPENING_CHARS = 120
+
+
 def _chars(value: object) -> int:
     return len(_ENCODER.encode(value))
 
@@ -348,11 +352,12 @@ def request_sections(
     ``body``, in prompt order (sections it lacks are left out).
 
     A request whose system message is ``host_system`` is a fork. In a standalone request
-    the window starts at the first message whose text is one of ``conversation`` (the
-    texts the host's conversation holds), and the new messages are the last ones before
-    memdir's prompt, as many as the prompt says; whatever sits between them and the
-    prompt counts with the prompt.
+    the window starts at the first message that renders one of ``conversation`` (the texts
+    the host's conversation holds; a render may cut a long text, so its opening is
+    enough), and the new messages are the last ones before memdir's prompt, as many as the
+    prompt says; whatever sits between them and the prompt counts with the prompt.
     """
+    openings = {text[:_OPENING_CHARS] for text in conversation}
     messages = list(body.get("messages") or ())
     at = max(i for i, m in enumerate(messages) if is_memory_request({"messages": [m]}))
     sizes = [_chars(m) for m in messages]
@@ -365,7 +370,7 @@ def request_sections(
         system = 0
         while system < at and messages[system].get("role") in ("system", "developer"):
             system += 1
-        talk = [i for i in range(system, at) if text_of(messages[i]) in conversation]
+        talk = [i for i in range(system, at) if text_of(messages[i])[:_OPENING_CHARS] in openings]
         window = talk[0] if talk else at
         last = talk[-1] + 1 if talk else at
         new = last

@@ -230,6 +230,27 @@ def test_state_between_the_new_messages_and_the_prompt_counts_with_the_prompt() 
     assert sections["final message"] == chars(state) + chars(message("user", PROMPT))
 
 
+def test_a_window_message_cut_short_is_still_the_window() -> None:
+    long = "x" * 500
+    body = {
+        "messages": [
+            message("system", "You are the memory agent."),
+            message("user", "The conversation follows."),
+            message("assistant", long[:200] + " [cut]"),
+            message("user", "q2"),
+            message("assistant", "a2"),
+            message("user", PROMPT),
+        ]
+    }
+    sections = dict(
+        conditions.request_sections(
+            body, host_system=HOST, conversation=frozenset({long, "q2", "a2"})
+        )
+    )
+    assert sections["opening"] == chars(message("user", "The conversation follows."))
+    assert sections["window"] == chars(message("assistant", long[:200] + " [cut]"))
+
+
 def test_a_fork_is_the_host_prefix_then_the_prompt() -> None:
     host = [message("system", HOST), message("user", "q1"), message("assistant", "a1")]
     prompt = message("user", PROMPT)
