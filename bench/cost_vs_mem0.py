@@ -207,7 +207,9 @@ class Condition:
     """One way the conversation is held: its pauses, what memdir saves, what is stored."""
 
     name: str
+    """What ``--conditions`` calls it."""
     about: str
+    """One line for the report."""
     schedule: tuple[float, ...]
     """Seconds before each turn."""
     saves: Mapping[int, Note]
