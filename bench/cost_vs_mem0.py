@@ -24,7 +24,28 @@ model named so (the planner prices by it): gpt-4o (cached input 0.5, output 4),
 gpt-4.1-nano (0.25, 4) and gpt-5-mini (0.1, 8). Tokens are characters / 4. mem0's two
 embedding requests a turn are counted apart (memdir makes none).
 
-    python bench/cost_vs_mem0.py [--data DIR] [--price-models gpt-4o,gpt-4.1-nano,gpt-5-mini]
+Conditions (each against mem0 replayed on the same schedule):
+
+- ``published``: the seeded schedule, 17 saves, an empty store.
+- ``pauses_60s``: every pause 60 s, so no run finds its cache evicted.
+- ``save_every_mem0_turn``: memdir saves on every turn where mem0 saved a memory (its
+  recorded replies), one file per fact: a question turn keeps a ``project`` note of what
+  was decided; ``save_every_mem0_turn_warm``: the same with every pause 60 s.
+- ``store_50``, ``store_150``: that many memories on unrelated topics already in the
+  directory (and in ``MEMORY.md``) before turn 1.
+- ``realistic``: pauses drawn from the gaps between turns in the real Claude Code sessions
+  of ``research-data/real-transcripts`` (skipped, with a note, without them).
+
+Each runs memdir three ways (``auto``, and forced to ``fork`` and to ``standalone``, to
+see what the planner's picks cost against either mode alone). For each it reports the
+ratio memdir / mem0, the costs, requests and tokens of every side,
+turn 50 / turn 5 (with the pauses before each, so a cold turn is never taken for a warm
+one), where memdir's billed tokens went (sections of its requests, cached and not, output
+and reasoning) and the share spent in runs after an eviction. The table of ratios goes to
+stderr; the JSON to stdout.
+
+    python bench/cost_vs_mem0.py [--data DIR] [--transcripts DIR] [--conditions a,b]
+        [--price-models gpt-4o,gpt-4.1-nano,gpt-5-mini]
 """
 
 from __future__ import annotations
@@ -42,8 +63,19 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
+from _conditions import (
+    EVICTION_S,
+    Breakdown,
+    drawn_pauses,
+    mem0_saved_turns,
+    question_note,
+    request_sections,
+    seed_store,
+    transcript_gaps,
+    warm_pauses,
+)
 from _scripted import Save, is_memory_request, parse_memory_request, save_calls
 from memdir.cost import bill, model_family
 from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
@@ -55,6 +87,11 @@ from memdir.testing import FakeClock, FakeOpenAIServer, RecordedRequest
 from memdir.tools import builtin_tools
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "research-data" / "mem0-anchor"
+DEFAULT_TRANSCRIPTS = DEFAULT_DATA.parent / "real-transcripts"
+# The folders there that hold real sessions, as its PROVENANCE.md says: the others are
+# fixtures, mock data or synthetic files, whose seconds-apart prompts say nothing of how
+# a person pauses.
+REAL_SESSIONS = ("marot__spotter", "kzahel__yepanywhere")
 PRICE_MODELS = ("gpt-4o", "gpt-4.1-nano", "gpt-5-mini")
 MODES = ("auto", "fork", "standalone")
 SEED = 20261202
@@ -81,8 +118,11 @@ HOST_SYSTEM = "\n\n".join(
     ]
 )  # fmt: skip
 
-# What a good memory agent keeps, by turn: the file, its type, its title, a description.
-SAVES: Mapping[int, tuple[str, str, str, str]] = {
+Note: TypeAlias = tuple[str, str, str, str]
+"""A memory to keep: the file, its type, its title, a description."""
+
+# What a good memory agent keeps, by turn.
+SAVES: Mapping[int, Note] = {
     1: ("user_profile.md", "user", "Who Maya is", "Maya: backend engineer, builds Routewise"),
     4: ("feedback_testing.md", "feedback", "Testing style", "pytest, plain asserts, fixtures"),
     7: ("project_milestone.md", "project", "API milestone", "public tracking API milestone date"),
@@ -133,11 +173,13 @@ def pauses(count: int) -> list[float]:
 
 
 class Script:
-    """Answers the host with the conversation and the memory agent as a good one would."""
+    """Answers the host with the conversation and the memory agent as a good one would:
+    on each turn of ``saves``, that memory (an update of the file when it exists)."""
 
-    def __init__(self, turns: Sequence[Turn]) -> None:
+    def __init__(self, turns: Sequence[Turn], saves: Mapping[int, Note]) -> None:
         self.by_user = {t.user: t for t in turns}
         self.current = turns[0]
+        self.saves = saves
 
     def __call__(self, body: dict[str, Any]) -> Message | str:
         if not is_memory_request(body):
@@ -146,18 +188,109 @@ class Script:
         covered = [self.by_user[t] for t in request.new_texts if t in self.by_user]
         saves = [
             Save(
-                filename=SAVES[t.number][0],
-                type=SAVES[t.number][1],
-                title=SAVES[t.number][2],
-                description=SAVES[t.number][3],
+                filename=self.saves[t.number][0],
+                type=self.saves[t.number][1],
+                title=self.saves[t.number][2],
+                description=self.saves[t.number][3],
                 body=t.user[:400],
             )
             for t in covered
-            if t.number in SAVES
+            if t.number in self.saves
         ]
         if not saves or (request.turn > 1 and not request.read):
             return "Nothing to save."
         return save_calls(request, saves)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One way the conversation is held: its pauses, what memdir saves, what is stored."""
+
+    name: str
+    """What ``--conditions`` calls it."""
+    about: str
+    """One line for the report."""
+    schedule: tuple[float, ...]
+    """Seconds before each turn."""
+    saves: Mapping[int, Note]
+    """What the memory agent keeps, by turn."""
+    store: int = 0
+    """Memories in the directory before turn 1."""
+    modes: tuple[str, ...] = MODES
+    """memdir's modes run: the planner's pick, and forced ones to compare with."""
+
+
+CONDITIONS = (
+    "published",
+    "pauses_60s",
+    "save_every_mem0_turn",
+    "save_every_mem0_turn_warm",
+    "store_50",
+    "store_150",
+    "realistic",
+)
+
+
+def conditions(
+    turns: Sequence[Turn], data: Path, transcripts: Path, wanted: Sequence[str]
+) -> tuple[list[Condition], dict[str, str]]:
+    """The conditions in ``wanted``, and a note for each that cannot run here."""
+    bench = tuple(pauses(len(turns)))
+    warm = tuple(warm_pauses(len(turns)))
+    every = dict(SAVES)
+    for number in mem0_saved_turns(data / "mem0ai-2.2.1-requests-per_turn.jsonl.xz"):
+        turn = turns[number - 1]
+        if number not in every:
+            every[number] = question_note(number, turn.user)
+    made = {
+        "published": lambda: Condition(
+            "published",
+            "the seeded eviction-heavy schedule, 17 saves, an empty store",
+            bench,
+            SAVES,
+        ),
+        "pauses_60s": lambda: Condition(
+            "pauses_60s", "every pause 60 s (no evictions), 17 saves", warm, SAVES
+        ),
+        "save_every_mem0_turn": lambda: Condition(
+            "save_every_mem0_turn",
+            f"a save on each of the {len(every)} turns where mem0 saved, seeded schedule",
+            bench,
+            every,
+        ),
+        "save_every_mem0_turn_warm": lambda: Condition(
+            "save_every_mem0_turn_warm",
+            f"a save on each of the {len(every)} turns where mem0 saved, every pause 60 s",
+            warm,
+            every,
+        ),
+        "store_50": lambda: Condition(
+            "store_50", "50 unrelated memories stored before turn 1, 17 saves", bench, SAVES, 50
+        ),
+        "store_150": lambda: Condition(
+            "store_150", "150 unrelated memories stored before turn 1, 17 saves", bench, SAVES, 150
+        ),
+    }
+    out: list[Condition] = []
+    skipped: dict[str, str] = {}
+    for name in wanted:
+        if name != "realistic":
+            out.append(made[name]())
+            continue
+        gaps = transcript_gaps(transcripts, REAL_SESSIONS) if transcripts.is_dir() else []
+        if not gaps:
+            skipped[name] = f"no real Claude Code sessions with timed turns in {transcripts}"
+            continue
+        out.append(
+            Condition(
+                "realistic",
+                f"pauses drawn from the {len(gaps)} gaps between turns of real Claude Code "
+                f"sessions (median {statistics.median(gaps):.0f} s), 17 saves",
+                tuple(drawn_pauses(gaps, len(turns), SEED)),
+                SAVES,
+            )
+        )
+    return out, skipped
 
 
 @dataclass
@@ -188,17 +321,21 @@ def usage_of(recorded: RecordedRequest) -> Usage:
 
 
 async def run_memdir(
-    turns: Sequence[Turn], schedule: Sequence[float], model_name: str, mode: str, root: Path
+    turns: Sequence[Turn], condition: Condition, model_name: str, mode: str, root: Path
 ) -> dict[str, Any]:
     clock = FakeClock(start=1_000_000.0)
-    script = Script(turns)
-    memory = root / f"{model_name}-{mode}" / "memory"
+    script = Script(turns, condition.saves)
+    memory = root / condition.name / f"{model_name}-{mode}" / "memory"
+    seed_store(memory, condition.store)
     cwd = root / "project"
     cwd.mkdir(exist_ok=True)
     tools = [t.definition() for t in builtin_tools(cwd)]
     sink = CollectingSink()
     host_side = Side("host", {})
     memory_side = Side("memdir", {})
+    prices = model_family(model_name, "openai").prices
+    breakdown = Breakdown(cache_read=prices.cache_read, output=prices.output)
+    conversation_texts = frozenset(t.user for t in turns) | {t.assistant for t in turns}
     async with FakeOpenAIServer(handler=script, clock=clock) as server:
         model = OpenAIModel(
             model_name, api_key="k", base_url=server.base_url, retry=RetryPolicy(max_retries=0)
@@ -207,7 +344,7 @@ async def run_memdir(
         config = ExtractConfig(mode=mode)  # type: ignore[arg-type]
         extractor = MemoryExtractor(memory, model, config, sink=sink, clock=clock)
         conversation: list[Message] = []
-        for turn, pause in zip(turns, schedule, strict=True):
+        for turn, pause in zip(turns, condition.schedule, strict=True):
             clock.advance(pause)
             script.current = turn
             seen = len(server.requests)
@@ -222,8 +359,14 @@ async def run_memdir(
             extractor.on_turn_end(context)
             await extractor.drain(timeout=120)
             for recorded in server.requests[seen:]:
-                side = memory_side if is_memory_request(recorded.body) else host_side
-                side.per_turn.setdefault(turn.number, []).append(usage_of(recorded))
+                if not is_memory_request(recorded.body):
+                    host_side.per_turn.setdefault(turn.number, []).append(usage_of(recorded))
+                    continue
+                memory_side.per_turn.setdefault(turn.number, []).append(usage_of(recorded))
+                sections = request_sections(
+                    recorded.body, host_system=HOST_SYSTEM, conversation=conversation_texts
+                )
+                breakdown.add(sections, recorded.usage or {})
         await model.aclose()
         server.assert_no_errors()
     runs = sink.named("extract.run")
@@ -231,11 +374,13 @@ async def run_memdir(
     return {
         "host": host_side,
         "memory": memory_side,
+        "breakdown": breakdown,
         "runs": len(runs),
         "errors": len(sink.named("extract.error")),
         "messages_covered": sum(int(r.fields["message_count"]) for r in runs),
         "modes": {m: sum(1 for r in runs if r.fields["mode"] == m) for m in ("fork", "standalone")},
-        "memory_files": files,
+        "memory_files": len(files),
+        "memory_files_before": condition.store,
         "cursor_at_end": extractor.cursor == conversation[-1].uuid,
         "estimates": [
             (
@@ -307,7 +452,12 @@ def summary(sides: Mapping[str, Side], prices: Any, turns: Sequence[Turn]) -> di
     return out
 
 
-def flatness(side: Side, prices: Any, turns: Sequence[Turn]) -> dict[str, Any]:
+def flatness(
+    side: Side, prices: Any, turns: Sequence[Turn], schedule: Sequence[float]
+) -> dict[str, Any]:
+    """Turn 50 against turn 5, with the pauses before each: a turn after a pause of over
+    five minutes finds memdir's cache evicted, so the ratio compares like with like only
+    when ``both_warm``."""
     questions = [t.number for t in turns if t.kind == "question"]
     early = [side.cost(prices, t) for t in questions if t <= 10]
     late = [side.cost(prices, t) for t in questions if t > 40]
@@ -315,19 +465,37 @@ def flatness(side: Side, prices: Any, turns: Sequence[Turn]) -> dict[str, Any]:
         "turn_5": round(side.cost(prices, 5), 1),
         "turn_50": round(side.cost(prices, 50), 1),
         "turn_50_to_turn_5": round(side.cost(prices, 50) / side.cost(prices, 5), 3),
+        "pause_before_turn_5_s": round(schedule[4], 1),
+        "pause_before_turn_50_s": round(schedule[49], 1),
+        "both_warm": schedule[4] <= EVICTION_S and schedule[49] <= EVICTION_S,
         "question_turns_41_50_to_1_10": round(statistics.mean(late) / statistics.mean(early), 3),
     }
 
 
-async def measure(data: Path, price_models: Sequence[str], root: Path) -> dict[str, Any]:
-    turns, mem0 = load(data)
-    schedule = pauses(len(turns))
+def after_eviction(side: Side, prices: Any, schedule: Sequence[float]) -> dict[str, Any]:
+    """The share of ``side``'s bill spent on turns that followed a pause over five minutes."""
+    evicted = [n for n, pause in enumerate(schedule, start=1) if pause > EVICTION_S]
+    total = side.cost(prices) or 1.0
+    return {
+        "turns": len(evicted),
+        "share_pct": round(100 * sum(side.cost(prices, n) for n in evicted) / total, 1),
+    }
+
+
+async def measure_condition(
+    condition: Condition,
+    turns: Sequence[Turn],
+    mem0: Mapping[int, list[dict[str, Any]]],
+    price_models: Sequence[str],
+    root: Path,
+) -> dict[str, Any]:
     results: dict[str, Any] = {}
-    embedding_tokens = 0
     for name in price_models:
         prices = model_family(name, "openai").prices
-        mem0_side, embedding_tokens = replay_mem0(turns, schedule, mem0, name)
-        runs = {mode: await run_memdir(turns, schedule, name, mode, root) for mode in MODES}
+        mem0_side, _ = replay_mem0(turns, condition.schedule, mem0, name)
+        runs = {
+            mode: await run_memdir(turns, condition, name, mode, root) for mode in condition.modes
+        }
         sides = {f"memdir_{m}": r["memory"] for m, r in runs.items()}
         sides["mem0_2.2.1"] = mem0_side
         sides["host_agent"] = runs["auto"]["host"]
@@ -336,47 +504,142 @@ async def measure(data: Path, price_models: Sequence[str], root: Path) -> dict[s
         results[name] = {
             "prices": {"cache_read": prices.cache_read, "output": prices.output},
             "ratio_to_mem0": {
-                f"memdir_{m}": round(table[f"memdir_{m}"]["cost"] / mem0_cost, 3) for m in MODES
+                f"memdir_{m}": round(table[f"memdir_{m}"]["cost"] / mem0_cost, 3) for m in runs
             },
+            "memdir_auto_to_cheaper_forced_mode": round(
+                table["memdir_auto"]["cost"]
+                / min(table[f"memdir_{m}"]["cost"] for m in runs if m != "auto"),
+                3,
+            )
+            if len(runs) > 1
+            else None,
             "memdir_auto_to_host_agent": round(
                 table["memdir_auto"]["cost"] / table["host_agent"]["cost"], 3
             ),
-            "flatness_memdir_auto": flatness(runs["auto"]["memory"], prices, turns),
+            "flatness_memdir_auto": flatness(
+                runs["auto"]["memory"], prices, turns, condition.schedule
+            ),
+            "breakdown_memdir_auto": runs["auto"]["breakdown"].shares(),
+            "after_eviction_memdir_auto": after_eviction(
+                runs["auto"]["memory"], prices, condition.schedule
+            ),
             "checks": {
-                mode: {k: v for k, v in run.items() if k not in ("host", "memory")}
+                mode: {k: v for k, v in run.items() if k not in ("host", "memory", "breakdown")}
                 for mode, run in runs.items()
             },
             "sides": table,
         }
     return {
+        "about": condition.about,
         "pauses_s": {
-            "over_5_min": sum(1 for p in schedule if p > 300),
-            "median": round(statistics.median(schedule[1:]), 1),
+            "over_5_min": sum(1 for p in condition.schedule if p > EVICTION_S),
+            "median": round(statistics.median(condition.schedule[1:]), 1),
         },
-        "mem0_embedding_tokens": embedding_tokens,
+        "memories_before": condition.store,
+        "memdir_save_turns": len(condition.saves),
         "price_models": results,
     }
+
+
+def ratio_table(results: Mapping[str, Any], price_models: Sequence[str]) -> list[str]:
+    """memdir auto / mem0 by condition and price model; ``*`` marks a ratio over 0.5."""
+    width = max([len("condition"), *map(len, results)])
+    lines = ["  ".join(["condition".ljust(width), *(f"{n:>13}" for n in price_models)])]
+    for name, result in results.items():
+        cells = []
+        for model in price_models:
+            ratio = result["price_models"][model]["ratio_to_mem0"]["memdir_auto"]
+            cells.append(f"{ratio:>12.3f}{'*' if ratio > 0.5 else ' '}")
+        lines.append("  ".join([name.ljust(width), *cells]))
+    lines.append("memdir (auto) / mem0 2.2.1; * over 0.5")
+    return lines
+
+
+def flatness_figures(results: Mapping[str, Any], price_models: Sequence[str]) -> dict[str, Any]:
+    """Turn 50 / turn 5 of memdir (auto) by price model: with both turns warm, at 17
+    memories (``pauses_60s``) and at 50 (``save_every_mem0_turn_warm``); and as published
+    before, a cold turn 5 (after a pause of over five minutes) against a warm turn 50."""
+    out: dict[str, Any] = {}
+    for label, name in (
+        ("both_warm_17_memories", "pauses_60s"),
+        ("both_warm_50_memories", "save_every_mem0_turn_warm"),
+        ("cold_turn_5_warm_turn_50_published", "published"),
+    ):
+        if name not in results:
+            continue
+        figures = {
+            m: results[name]["price_models"][m]["flatness_memdir_auto"] for m in price_models
+        }
+        first = next(iter(figures.values()))
+        out[label] = {
+            "condition": name,
+            "pause_before_turn_5_s": first["pause_before_turn_5_s"],
+            "pause_before_turn_50_s": first["pause_before_turn_50_s"],
+            **{m: f["turn_50_to_turn_5"] for m, f in figures.items()},
+        }
+    return out
+
+
+async def measure(
+    data: Path, transcripts: Path, wanted: Sequence[str], price_models: Sequence[str], root: Path
+) -> dict[str, Any]:
+    turns, mem0 = load(data)
+    chosen, skipped = conditions(turns, data, transcripts, wanted)
+    results: dict[str, Any] = {}
+    for condition in chosen:
+        results[condition.name] = await measure_condition(
+            condition, turns, mem0, price_models, root
+        )
+    embedding_chars = sum(
+        int(c)
+        for rows in mem0.values()
+        for r in rows
+        if r["kind"] != "chat"
+        for c in r["input_chars"]
+    )
+    return {
+        "table": ratio_table(results, price_models),
+        "flatness_turn_50_to_turn_5": flatness_figures(results, price_models),
+        "skipped": skipped,
+        "mem0_embedding_tokens": embedding_chars // 4,
+        "conditions": results,
+    }
+
+
+def failures(result: Mapping[str, Any], turns: int = 50) -> list[tuple[str, str, str]]:
+    """(condition, price model, mode) of every run that erred or missed messages."""
+    return [
+        (condition, name, mode)
+        for condition, c in result["conditions"].items()
+        for name, r in c["price_models"].items()
+        for mode, check in r["checks"].items()
+        if check["errors"] or check["messages_covered"] != 2 * turns or not check["cursor_at_end"]
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--transcripts", type=Path, default=DEFAULT_TRANSCRIPTS)
+    parser.add_argument("--conditions", default=",".join(CONDITIONS))
     parser.add_argument("--price-models", default=",".join(PRICE_MODELS))
     args = parser.parse_args()
     if not (args.data / "conversation.json").is_file():
         parser.error(f"no conversation.json in {args.data} (pass --data)")
     names = [n.strip() for n in args.price_models.split(",") if n.strip()]
+    wanted = [n.strip() for n in args.conditions.split(",") if n.strip()]
+    unknown = sorted(set(wanted) - set(CONDITIONS))
+    if unknown:
+        parser.error(f"unknown conditions {unknown}; known: {', '.join(CONDITIONS)}")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        result = asyncio.run(measure(args.data, names, Path(tmp)))
+        result = asyncio.run(measure(args.data, args.transcripts, wanted, names, Path(tmp)))
     result["seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps({"bench": "cost_vs_mem0", **result}, indent=2))
-    bad = [
-        (name, mode)
-        for name, r in result["price_models"].items()
-        for mode, check in r["checks"].items()
-        if check["errors"] or check["messages_covered"] != 100 or not check["cursor_at_end"]
-    ]
+    print("\n".join(result["table"]), file=sys.stderr)
+    for condition, note in result["skipped"].items():
+        print(f"skipped {condition}: {note}", file=sys.stderr)
+    bad = failures(result)
     if bad:
         print(f"runs that failed or missed messages: {bad}", file=sys.stderr)
         raise SystemExit(1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import math
 import socket
@@ -743,3 +744,24 @@ def test_client_left_open_does_not_hold_stop() -> None:
             await client.close()
 
     assert run(scenario()) < 5
+
+
+def test_answers_are_not_held_back_by_nagle() -> None:
+    # An answer goes out as two writes (headers, body): with Nagle's algorithm on, the body
+    # waits for the client's delayed ACK, ~40 ms a request on a keep-alive connection.
+    with FakeOpenAIServer(["a"]) as server:
+        url = urlsplit(server.base_url)
+        assert url.port is not None
+        client = http.client.HTTPConnection("127.0.0.1", url.port)
+        try:
+            body = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
+            client.request("POST", url.path + "/chat/completions", body=body)
+            assert client.getresponse().read()
+            http_server = server._http
+            assert http_server is not None
+            connections = list(http_server._connections)
+            assert connections
+            for connection in connections:
+                assert connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        finally:
+            client.close()
