@@ -754,9 +754,15 @@ async def session(
             seen_ids.update(fresh_ids)
             run_usages = [usage_of(r) for r in server.requests[seen:]]
             memory.usages += run_usages
-            modes = [str(e.fields["mode"]) for e in sink.named("extract.run")[runs_before:]]
+            events = sink.named("extract.run")[runs_before:]
             run_turns.append(
-                {"turn": turn, "compacted": compacted_now, "modes": modes, "usages": run_usages}
+                {
+                    "turn": turn,
+                    "compacted": compacted_now,
+                    "modes": [str(e.fields["mode"]) for e in events],
+                    "estimated": sum(float(e.fields["estimated_cost"]) for e in events),
+                    "usages": run_usages,
+                }
             )
             if fresh is not None:
                 before = len(fresh_server.requests)
@@ -811,13 +817,15 @@ async def session(
 
 def breakdown(run_turns: Sequence[dict[str, Any]], prices: Any) -> dict[str, dict[str, Any]]:
     """Where a memory side's bill goes: its runs by mode, cold or warm (under half of the
-    run's prompt read from the cache), and in the turn of a compaction or the one after."""
+    run's prompt read from the cache), and in the turn of a compaction or the one after;
+    beside each, what the planner estimated for those runs."""
     out: dict[str, dict[str, Any]] = {}
 
-    def add(key: str, cost: float) -> None:
-        entry = out.setdefault(key, {"runs": 0, "cost": 0.0})
+    def add(key: str, cost: float, estimated: float) -> None:
+        entry = out.setdefault(key, {"runs": 0, "cost": 0.0, "estimated": 0.0})
         entry["runs"] += 1
         entry["cost"] = round(entry["cost"] + cost, 1)
+        entry["estimated"] = round(entry["estimated"] + estimated, 1)
 
     for index, turn in enumerate(run_turns):
         usages: list[Usage] = turn["usages"]
@@ -828,10 +836,10 @@ def breakdown(run_turns: Sequence[dict[str, Any]], prices: Any) -> dict[str, dic
         read = sum(u.cache_read_input_tokens for u in usages)
         mode = "+".join(turn["modes"]) or "none"
         warmth = "warm" if prompt and read / prompt >= 0.5 else "cold"
-        add(f"{mode}_{warmth}", cost)
+        add(f"{mode}_{warmth}", cost, turn["estimated"])
         near = turn["compacted"] or (index > 0 and run_turns[index - 1]["compacted"])
         if near:
-            add("around_compaction", cost)
+            add("around_compaction", cost, turn["estimated"])
     return dict(sorted(out.items()))
 
 
