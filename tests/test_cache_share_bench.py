@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
+from memdir.cost import bill, model_family
 from memdir.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 
 BENCH = Path(__file__).parent.parent / "bench"
@@ -113,3 +116,39 @@ def test_short_window_run_compacts_and_is_never_refused(tmp_path: Path) -> None:
         assert check["errors"] == 0
         assert check["messages_covered"] >= check["messages"]
         assert check["telemetry_matches_server"]
+
+
+def run_estimates(tmp_path: Path, variant: str, mode: str, turns: int) -> list[tuple[float, float]]:
+    """(the planner's estimate, the bill) of each run of a short session of the bench."""
+    prices = model_family(bench.VARIANTS[variant][0], "anthropic").prices
+    result = asyncio.run(bench.session(variant, mode, turns, tmp_path))
+    return [
+        (turn["estimated"], sum(bill(u, prices) for u in turn["usages"]))
+        for turn in result["run_turns"]
+    ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="memdir.extract._run's _fork_shape counts the host's prefix warm on a model "
+    "that drops earlier thinking (claude-sonnet-4-5); the fork's plain prompt makes the "
+    "turn's thinking blocks absent, so the turn is written again (est 4,786, billed 17,052)",
+)
+def test_fork_estimate_on_a_model_that_drops_thinking_is_within_ten_percent(
+    tmp_path: Path,
+) -> None:
+    estimated, billed = run_estimates(tmp_path, "sonnet-4-5-thinking", "fork", 2)[1]
+    assert abs(estimated - billed) <= 0.1 * billed
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="memdir.extract._run's _standalone_shape counts memdir's instructions cached "
+    "(about 2,200 tokens) on claude-opus-4-5, whose shortest cached prefix is 4,096 "
+    "tokens; they are written again every run (est 5,933, billed 9,445)",
+)
+def test_standalone_estimate_under_the_cache_minimum_is_within_ten_percent(
+    tmp_path: Path,
+) -> None:
+    estimated, billed = run_estimates(tmp_path, "opus-4-5-thinking", "standalone", 2)[1]
+    assert abs(estimated - billed) <= 0.1 * billed
