@@ -11,6 +11,16 @@ five minutes). After every turn ``MemoryExtractor.on_turn_end`` gets the host's 
 is drained. The memory model saves a memory on one turn in four (a Write and the index
 Edit, one request) and answers "Nothing new to save." on the others.
 
+The host stays inside the model's context window (the fake refuses a longer prompt, as
+the API does) the way Claude Code does: before a request whose context (the last
+response's usage plus an estimate of the messages since) would reach Claude Code's
+auto-compact point, ``window - min(max output, 20,000) - 13,000`` (167,000 of 200,000),
+it sends one summarising request on its own prefix (billed to the host), then goes on
+from the summary (``is_compact_summary``) and its latest whole turns (up to 20,000
+tokens, the turn under way always). The report gives the compactions, the host's peak
+prompt against the window, and where each memory side's bill goes (by mode, cold or
+warm, around compactions) beside the planner's estimates.
+
 Side by side, each in a run of its own with the same host and replies:
 
 - ``host``: the coding agent's own requests (what memory is measured against);
@@ -27,7 +37,7 @@ server's own report of each request, split by memdir's prompt; the memory sides 
 checked against the ``extract.run`` telemetry. Cost is in billed-token equivalents of the
 input price: cache read 0.1, cache write 1.25 (1 h: 2), input 1, output 5.
 
-    python bench/cache_share.py [--turns 40]
+    python bench/cache_share.py [--turns 40] [--variants sonnet-4-5,...] [--context N]
 """
 
 from __future__ import annotations
