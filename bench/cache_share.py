@@ -11,6 +11,16 @@ five minutes). After every turn ``MemoryExtractor.on_turn_end`` gets the host's 
 is drained. The memory model saves a memory on one turn in four (a Write and the index
 Edit, one request) and answers "Nothing new to save." on the others.
 
+The host stays inside the model's context window (the fake refuses a longer prompt, as
+the API does) the way Claude Code does: before a request whose context (the last
+response's usage plus an estimate of the messages since) would reach Claude Code's
+auto-compact point, ``window - min(max output, 20,000) - 13,000`` (167,000 of 200,000),
+it sends one summarising request on its own prefix (billed to the host), then goes on
+from the summary (``is_compact_summary``) and its latest whole turns (up to 20,000
+tokens, the turn under way always). The report gives the compactions, the host's peak
+prompt against the window, and where each memory side's bill goes (by mode, cold or
+warm, around compactions) beside the planner's estimates.
+
 Side by side, each in a run of its own with the same host and replies:
 
 - ``host``: the coding agent's own requests (what memory is measured against);
@@ -27,7 +37,7 @@ server's own report of each request, split by memdir's prompt; the memory sides 
 checked against the ``extract.run`` telemetry. Cost is in billed-token equivalents of the
 input price: cache read 0.1, cache write 1.25 (1 h: 2), input 1, output 5.
 
-    python bench/cache_share.py [--turns 40]
+    python bench/cache_share.py [--turns 40] [--variants sonnet-4-5,...] [--context N]
 """
 
 from __future__ import annotations
@@ -356,6 +366,127 @@ def pauses(count: int) -> list[float]:
     return out
 
 
+# --- compaction ------------------------------------------------------------------------------
+
+SUMMARY_MAX_TOKENS = 20_000
+"""The most a compaction's summary may hold: Claude Code 2.1.332 reserves ``min(the
+model's maximum output, 20,000)`` tokens of the window for it."""
+COMPACT_BUFFER_TOKENS = 13_000
+"""Claude Code 2.1.332's margin below that reserve: it compacts once the context reaches
+``window - min(max output, 20,000) - 13,000`` tokens (167,000 of a 200,000 window)."""
+KEEP_TOKENS = 20_000
+"""How much of the latest conversation a compaction keeps as it was, in whole turns (at
+least the turn under way). This bench's choice: Claude Code's full compaction keeps none
+and re-attaches recently read files instead; SDK agents keep a recent stretch."""
+COMPACT_HEAD = "# Compact the conversation"
+COMPACT_PROMPT = (
+    COMPACT_HEAD
+    + """
+
+The conversation is close to the context window. Write a summary that lets you carry on \
+the work without the messages it replaces: what the user asked for in each request and \
+anything they said about how they want things done; the files, commands and results \
+that matter; what was changed, what failed and why; and what is still to do. List every \
+user request. Do not call tools; answer with the summary only."""
+)
+SUMMARY_LEAD = (
+    "This conversation continues one that grew too long for the context window; "
+    "its earlier part is summarised here.\n\n"
+)
+
+
+def compact_threshold(window: int, max_output_tokens: int | None) -> int:
+    """The context size at which the host compacts, by Claude Code's rule: the window less
+    the summary's reserve (the model's maximum output, at most 20,000) less 13,000."""
+    reserve = min(max_output_tokens or SUMMARY_MAX_TOKENS, SUMMARY_MAX_TOKENS)
+    return window - reserve - COMPACT_BUFFER_TOKENS
+
+
+def rough_tokens(message: Message) -> int:
+    """Characters / 4 of what a message carries, as Claude Code estimates the messages
+    added since the last response's usage: text, thinking, tool inputs and results."""
+    chars = 0
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            chars += len(block.text)
+        elif isinstance(block, ThinkingBlock):
+            chars += len(block.thinking)
+        elif isinstance(block, ToolUseBlock):
+            chars += len(block.name) + len(json.dumps(block.input))
+        elif isinstance(block, ToolResultBlock):
+            content = block.content
+            chars += (
+                len(content) if isinstance(content, str) else len(json.dumps(content, default=str))
+            )
+    return chars // 4 + 4 * len(message.content)
+
+
+def needs_compaction(last_context: int, added: Sequence[Message], threshold: int) -> bool:
+    """Whether the next request would reach ``threshold``: the last response's context
+    (its prompt and output, as the server billed them) plus an estimate of the messages
+    added since."""
+    return last_context + sum(rough_tokens(m) for m in added) >= threshold
+
+
+def is_turn_start(message: Message) -> bool:
+    """A user message the person typed (not tool results): where a turn begins."""
+    return message.role == "user" and not any(
+        isinstance(b, ToolResultBlock) for b in message.content
+    )
+
+
+def kept_start(conversation: Sequence[Message], keep_tokens: int) -> int:
+    """Where the messages a compaction keeps begin: the start of the latest turn, or of an
+    earlier one while the kept stretch stays within ``keep_tokens``. A kept stretch never
+    begins with tool results (their calls would be gone)."""
+    starts = [i for i, m in enumerate(conversation) if is_turn_start(m)]
+    if not starts:
+        return 0
+    tail = [0] * (len(conversation) + 1)
+    for index in range(len(conversation) - 1, -1, -1):
+        tail[index] = tail[index + 1] + rough_tokens(conversation[index])
+    chosen = starts[-1]
+    for start in reversed(starts[:-1]):
+        if tail[start] > keep_tokens:
+            break
+        chosen = start
+    return chosen
+
+
+def compacted(conversation: Sequence[Message], summary: str, keep_tokens: int) -> list[Message]:
+    """The conversation after a compaction: the summary (flagged as one), then the kept
+    recent messages unchanged (same objects, same ids)."""
+    start = kept_start(conversation, keep_tokens)
+    head = Message.user(SUMMARY_LEAD + summary, is_compact_summary=True)
+    return [head, *conversation[start:]]
+
+
+def is_compact_request(body: dict[str, Any]) -> bool:
+    """Whether ``body`` is the host's summarising request: its last message holds the prompt."""
+    messages = body.get("messages") or []
+    if not messages:
+        return False
+    content = messages[-1].get("content")
+    if isinstance(content, str):
+        return content.startswith(COMPACT_HEAD)
+    return any(
+        isinstance(b, dict) and str(b.get("text", "")).startswith(COMPACT_HEAD)
+        for b in content or ()
+    )
+
+
+def compact_request(conversation: Sequence[Message]) -> list[Message]:
+    """The messages of the summarising request: the conversation as the host would send it,
+    the prompt added to its last user message (or after its last answer), so the request
+    reads the prefix the host's own requests cached."""
+    prompt = TextBlock(text=COMPACT_PROMPT)
+    last = conversation[-1]
+    if last.role == "user":
+        merged = Message(role="user", content=(*last.content, prompt), uuid=last.uuid)
+        return [*conversation[:-1], merged]
+    return [*conversation, Message(role="user", content=(prompt,))]
+
+
 # --- the scripted model --------------------------------------------------------------------
 
 
@@ -376,12 +507,28 @@ class Replies:
     def __call__(self, body: dict[str, Any]) -> Message | str:
         if is_memory_request(body):
             return self._memory(body)
+        if is_compact_request(body):
+            return self._with_thought(TextBlock(text=self.summary()))
         if self.step >= rounds(self.turn):
             return self._with_thought(TextBlock(text=answer_text(self.turn)))
         names = calls_in_round(self.turn, self.step)
         calls = [tool_call(self.turn, self.step, i, n) for i, n in enumerate(names)]
         self.step += 1
         return self._with_thought(TextBlock(text="Let me look first."), *calls)
+
+    def summary(self) -> str:
+        """A compaction's summary: every request so far, then a line on each turn's work."""
+        asks = [f"- Turn {t}: {user_text(t)}" for t in range(self.turn + 1)]
+        work = [
+            f"- Turn {t}: traced the call path in {_AREAS[t % len(_AREAS)]}, batched the "
+            "per-record query, added tests for an empty and a large batch; not verified "
+            "against production volume."
+            for t in range(self.turn)
+        ]
+        now = f"Turn {self.turn}, step {self.step}: {user_text(self.turn)}"
+        return "\n".join(
+            ["## User requests", *asks, "", "## Work done", *work, "", "## Current work", now]
+        )
 
     def _with_thought(self, *blocks: TextBlock | ToolUseBlock) -> Message:
         if not self.thinking:
@@ -464,19 +611,23 @@ class FreshAgent:
         self.model = model
         self.memory = MemoryDir(memory)
         self.cwd = cwd
-        self.cursor = 0
-        self.previous_end: int | None = None
+        self.cursor: str | None = None
+        """The id of the last message the previous run saw (Claude Code's cursor)."""
 
     async def run(self, conversation: Sequence[Message]) -> None:
         md = self.memory
         await asyncio.to_thread(md.ensure)
         index_path = md.entrypoint
         index = index_path.read_text() if index_path.exists() else None
-        new = [m for m in conversation[self.cursor :] if m.role in ("user", "assistant")]
+        ids = [m.uuid for m in conversation]
+        # After a compaction removed the cursor everything counts, as in Claude Code.
+        start = ids.index(self.cursor) + 1 if self.cursor in ids else 0
+        new = [m for m in conversation[start:] if m.role in ("user", "assistant")]
         parts = extract_prompt_parts(
             len(new), format_manifest(md.scan()), memory_dir=str(md.root), index_text=index
         )
-        rendered = [r for m in conversation if (r := render(m, 2_000)) is not None]
+        shown = [(i, r) for i, m in enumerate(conversation) if (r := render(m, 2_000)) is not None]
+        rendered = [r for _, r in shown]
         context = ToolContext(write_guard=memory_write_guard(md))
         if index is not None:
             stat = index_path.stat()
@@ -490,8 +641,11 @@ class FreshAgent:
             tools=[t.definition() for t in tools if t.name in ("Read", "Write", "Edit")],
         )
         points = [len(rendered) - 1]
-        if self.previous_end is not None:
-            points.append(self.previous_end)
+        # Where the previous run ended: the last message before the cursor, now (a
+        # compaction moves it, or removes it).
+        previous = [n for n, (i, _) in enumerate(shown) if i < start]
+        if start and previous:
+            points.append(previous[-1])
         await run_forked_agent(
             params,
             rendered,
@@ -502,12 +656,14 @@ class FreshAgent:
             cache_points=points,
             end_after_writes=True,
         )
-        self.cursor = len(conversation)
-        self.previous_end = len(rendered) - 1
+        self.cursor = conversation[-1].uuid
 
 
-async def session(variant: str, mode: str, turns: int, root: Path) -> dict[str, Any]:
-    """One host session with the extractor in ``mode``; in ``auto`` the fresh agent too."""
+async def session(
+    variant: str, mode: str, turns: int, root: Path, context: int | None = None
+) -> dict[str, Any]:
+    """One host session with the extractor in ``mode``; in ``auto`` the fresh agent too.
+    ``context``: a context window in place of the model's (a short run that compacts)."""
     model_name, thinking = VARIANTS[variant]
     schedule = pauses(turns)
     clock = FakeClock(start=1_000_000.0)
@@ -523,8 +679,8 @@ async def session(variant: str, mode: str, turns: int, root: Path) -> dict[str, 
     host, memory, fresh_side = Side(), Side(), Side()
     retry = RetryPolicy(max_retries=0)
     async with (
-        FakeAnthropicServer(handler=replies, clock=clock) as server,
-        FakeAnthropicServer(handler=replies, clock=clock) as fresh_server,
+        FakeAnthropicServer(handler=replies, clock=clock, context_tokens=context) as server,
+        FakeAnthropicServer(handler=replies, clock=clock, context_tokens=context) as fresh_server,
     ):
         # The fake stands for Anthropic's API as it was while it still served Sonnet 4.5
         # (retired 2026-11-30), the model whose dropped thinking these variants measure.
@@ -539,18 +695,46 @@ async def session(variant: str, mode: str, turns: int, root: Path) -> dict[str, 
             model_name, api_key="k", base_url=fresh_server.base_url, retry=retry, today=served
         )
         fresh = FreshAgent(fresh_model, base / "fresh-memory", cwd) if mode == "auto" else None
+        family = model_family(model_name, "anthropic")
+        window = context or family.context_tokens
+        threshold = compact_threshold(window, family.max_output_tokens)
         conversation: list[Message] = []
+        last_context = 0  # the last response's prompt and output, as billed
+        answered = 0  # messages up to and with that response
+        compactions: list[int] = []  # the turns a compaction happened in
+        seen_ids: set[str] = set()
+        new_messages = 0  # messages the extractor had not been shown before
+        run_turns: list[dict[str, Any]] = []
         for turn, pause in zip(range(turns), schedule, strict=True):
             clock.advance(pause)
             replies.turn, replies.step = turn, 0
             conversation.append(Message.user(user_text(turn)))
+            compacted_now = False
             while True:
+                if needs_compaction(last_context, conversation[answered:], threshold):
+                    # Claude Code compacts before the request that would pass its
+                    # threshold: one summarising request on the host's own prefix.
+                    summary_request = ModelRequest(
+                        system=SYSTEM,
+                        tools=tools,
+                        messages=tuple(compact_request(conversation)),
+                        params={**params, "max_tokens": SUMMARY_MAX_TOKENS},
+                    )
+                    summarised = await model.request(summary_request)
+                    conversation = compacted(conversation, summarised.message.text, KEEP_TOKENS)
+                    compactions.append(turn)
+                    compacted_now = True
+                    clock.advance(20.0)  # the summary takes a while to write
+                    last_context, answered = 0, 0  # measured again by the next response
                 request = ModelRequest(
                     system=SYSTEM, tools=tools, messages=tuple(conversation), params=params
                 )
                 sent_at = clock()
                 response = await model.request(request)
                 conversation.append(response.message)
+                billed = response.usage
+                last_context = billed.total_input_tokens + billed.output_tokens
+                answered = len(conversation)
                 if not response.message.tool_uses:
                     break
                 clock.advance(4.0)  # the tools run
@@ -571,14 +755,32 @@ async def session(variant: str, mode: str, turns: int, root: Path) -> dict[str, 
                     last_request_at=sent_at,
                 )
             )
+            runs_before = len(sink.named("extract.run"))
             await extractor.drain(timeout=120)
-            for recorded in server.requests[seen:]:
-                memory.usages.append(usage_of(recorded))
+            fresh_ids = [
+                m.uuid for m in conversation if m.uuid not in seen_ids and not m.is_compact_summary
+            ]
+            new_messages += len(fresh_ids)
+            seen_ids.update(fresh_ids)
+            run_usages = [usage_of(r) for r in server.requests[seen:]]
+            memory.usages += run_usages
+            events = sink.named("extract.run")[runs_before:]
+            run_turns.append(
+                {
+                    "turn": turn,
+                    "compacted": compacted_now,
+                    "modes": [str(e.fields["mode"]) for e in events],
+                    "estimated": sum(float(e.fields["estimated_cost"]) for e in events),
+                    "usages": run_usages,
+                }
+            )
             if fresh is not None:
                 before = len(fresh_server.requests)
                 await fresh.run(conversation)
                 fresh_side.usages += [usage_of(r) for r in fresh_server.requests[before:]]
-        host.usages = [usage_of(r) for r in server.requests if not is_memory_request(r.body)]
+        host_requests = [r for r in server.requests if not is_memory_request(r.body)]
+        host.usages = [usage_of(r) for r in host_requests]
+        summaries = Side([usage_of(r) for r in host_requests if is_compact_request(r.body)])
         for used in (model, fresh_model):
             await used.aclose()
         server.assert_no_errors()
@@ -586,16 +788,29 @@ async def session(variant: str, mode: str, turns: int, root: Path) -> dict[str, 
     runs = sink.named("extract.run")
     telemetry = {key: sum(int(e.fields[key]) for e in runs) for key in USAGE_KEYS}
     total = memory.total()
+    covered = sum(int(e.fields["message_count"]) for e in runs)
     return {
         "host": host,
         "memory": memory,
         "fresh": fresh_side if fresh is not None else None,
+        "summaries": summaries,
+        "run_turns": run_turns,
+        "window": {
+            "context_window": window,
+            "compact_threshold": threshold,
+            "compactions": len(compactions),
+            "compaction_turns": compactions,
+            "host_peak_prompt_tokens": max(u.total_input_tokens for u in host.usages),
+        },
         "checks": {
             "runs": len(runs),
             "errors": len(sink.named("extract.error")),
             "memories_saved": sum(int(e.fields["memories_saved"]) for e in runs),
-            "messages_covered": sum(int(e.fields["message_count"]) for e in runs),
-            "messages": len(conversation),
+            "messages_covered": covered,
+            # Every message the host added, each counted once (a compaction's summary
+            # and the messages it keeps are not new).
+            "messages": new_messages,
+            "messages_covered_again": covered - new_messages,
             "modes": {
                 m: sum(1 for e in runs if e.fields["mode"] == m) for m in ("fork", "standalone")
             },
@@ -610,11 +825,41 @@ async def session(variant: str, mode: str, turns: int, root: Path) -> dict[str, 
     }
 
 
-async def measure(turns: int, root: Path, variants: Sequence[str]) -> dict[str, Any]:
+def breakdown(run_turns: Sequence[dict[str, Any]], prices: Any) -> dict[str, dict[str, Any]]:
+    """Where a memory side's bill goes: its runs by mode, cold or warm (under half of the
+    run's prompt read from the cache), and in the turn of a compaction or the one after;
+    beside each, what the planner estimated for those runs."""
+    out: dict[str, dict[str, Any]] = {}
+
+    def add(key: str, cost: float, estimated: float) -> None:
+        entry = out.setdefault(key, {"runs": 0, "cost": 0.0, "estimated": 0.0})
+        entry["runs"] += 1
+        entry["cost"] = round(entry["cost"] + cost, 1)
+        entry["estimated"] = round(entry["estimated"] + estimated, 1)
+
+    for index, turn in enumerate(run_turns):
+        usages: list[Usage] = turn["usages"]
+        if not usages:
+            continue
+        cost = sum(bill(u, prices) for u in usages)
+        prompt = sum(u.total_input_tokens for u in usages)
+        read = sum(u.cache_read_input_tokens for u in usages)
+        mode = "+".join(turn["modes"]) or "none"
+        warmth = "warm" if prompt and read / prompt >= 0.5 else "cold"
+        add(f"{mode}_{warmth}", cost, turn["estimated"])
+        near = turn["compacted"] or (index > 0 and run_turns[index - 1]["compacted"])
+        if near:
+            add("around_compaction", cost, turn["estimated"])
+    return dict(sorted(out.items()))
+
+
+async def measure(
+    turns: int, root: Path, variants: Sequence[str], context: int | None = None
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for variant in variants:
         prices = model_family(VARIANTS[variant][0], "anthropic").prices
-        runs = {mode: await session(variant, mode, turns, root) for mode in MODES}
+        runs = {mode: await session(variant, mode, turns, root, context) for mode in MODES}
         host = runs["auto"]["host"].report(prices)
         sides: dict[str, Any] = {"host": host}
         for mode in MODES:
@@ -632,6 +877,11 @@ async def measure(turns: int, root: Path, variants: Sequence[str]) -> dict[str, 
                 sides["memdir_auto"]["cost"] / sides["fresh_agent"]["cost"], 4
             ),
             "fork_cache_read_share": sides["memdir_fork"]["cache_read_share"],
+            **runs["auto"]["window"],
+            "host_compaction_cost": runs["auto"]["summaries"].report(prices)["cost"],
+            "memory_breakdown": {
+                f"memdir_{mode}": breakdown(runs[mode]["run_turns"], prices) for mode in MODES
+            },
             "host_cost_by_mode": {
                 mode: runs[mode]["host"].report(prices)["cost"] for mode in MODES
             },
@@ -645,16 +895,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument(
+        "--context",
+        type=int,
+        default=None,
+        help="a context window in tokens in place of the model's (for a short run that compacts)",
+    )
     args = parser.parse_args()
     if args.turns < 2:
         parser.error("--turns must be at least 2")
+    if args.context is not None and args.context <= SUMMARY_MAX_TOKENS + COMPACT_BUFFER_TOKENS:
+        parser.error(f"--context must be over {SUMMARY_MAX_TOKENS + COMPACT_BUFFER_TOKENS}")
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         parser.error(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        result = asyncio.run(measure(args.turns, Path(tmp), variants))
+        result = asyncio.run(measure(args.turns, Path(tmp), variants, args.context))
     print(
         json.dumps(
             {
@@ -673,7 +931,7 @@ def main() -> None:
         for variant, r in result.items()
         for mode, check in r["checks"].items()
         if check["errors"]
-        or check["messages_covered"] != check["messages"]
+        or check["messages_covered"] < check["messages"]
         or not check["telemetry_matches_server"]
     ]
     if bad:
