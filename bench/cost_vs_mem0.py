@@ -402,7 +402,11 @@ def replay_mem0(
 ) -> tuple[Side, int]:
     """mem0's chat requests through the same cache model, each at its turn's moment, sent
     as ``model_name``: the model both sides are priced at, so that both pay its rules (a
-    reasoning model's unseen reasoning tokens, billed as output, on mem0's side too)."""
+    reasoning model's unseen reasoning tokens, billed as output, on mem0's side too).
+
+    On a reasoning model mem0 is given the effort memdir sends (the least the model
+    takes): mem0 2.2.1 has the setting (``reasoning_effort`` in its LLM config), and the
+    baseline is mem0 as well configured as it can be."""
     clock = FakeClock(start=1_000_000.0)
     side = Side("mem0", {})
     embedding_chars = 0
@@ -411,6 +415,8 @@ def replay_mem0(
     def answer(body: dict[str, Any]) -> str:
         return replies.pop(0)
 
+    family = model_family(model_name, "openai")
+    effort = {"reasoning_effort": family.reasoning_efforts[0]} if family.reasoning_efforts else {}
     with FakeOpenAIServer(handler=answer, clock=clock) as server:
         for turn, pause in zip(turns, schedule, strict=True):
             clock.advance(pause + 2.0)
@@ -420,7 +426,7 @@ def replay_mem0(
                     continue
                 replies.append(row["response_content"])
                 seen = len(server.requests)
-                data = json.dumps({**row["body"], "model": model_name}).encode()
+                data = json.dumps({**row["body"], "model": model_name, **effort}).encode()
                 post = urllib.request.Request(
                     server.base_url + "/chat/completions",
                     data=data,

@@ -91,7 +91,7 @@ def shown_state(request: ModelRequest, mode: str) -> str:
 def test_the_state_stays_the_same_size_as_the_store_grows(tmp_path: Path, mode: str) -> None:
     sizes = {}
     states = {}
-    for count in (17, 50, 150, 500):
+    for count in (12, 50, 150, 500):
         memory = tmp_path / f"memory-{count}"
         fill(memory, count)
         # Recently edited, so among the newest 200 files the scan lists (Claude Code's cap):
@@ -102,18 +102,22 @@ def test_the_state_stays_the_same_size_as_the_store_grows(tmp_path: Path, mode: 
         state = shown_state(run_once(memory, mode), mode)
         sizes[count] = estimate_tokens(state)
         states[count] = state
-        # The memories the new messages touch are listed, whatever the store's size.
+        # The memories the new messages touch are listed, whatever the store's size, and
+        # only they: a word every memory shares ("service") touches none.
         assert "note_0007.md" in state
+        if count > 15:
+            listed = [ln for ln in state.splitlines() if ln.startswith("- ") and "](" not in ln]
+            assert len(listed) == (2 if count > 33 else 1)
         # Each memory is shown once: its pointer line in MEMORY.md is not repeated.
         assert "](note_0007.md)" not in state
         if count > 33:
             assert state.count("note_0033.md") == 1
-        if count > 40:
+        if count > 15:  # past ExtractConfig.memory_list_entries
             assert f"{min(count, 200)} memory files" in state
             assert "`Grep` or `Glob` the memory directory" in state
             assert "note_0012.md" not in state  # a memory nothing new touches
     # Every memory listed below the budget...
-    assert all(f"note_{i:04d}.md" in states[17] for i in range(17))
+    assert all(f"note_{i:04d}.md" in states[12] for i in range(12))
     # ...and past it the same order of size, not ~75 tokens more for each memory.
     assert sizes[500] <= 1.2 * sizes[50]
     assert sizes[150] <= 1.2 * sizes[50]
@@ -136,7 +140,7 @@ def test_below_the_budget_every_memory_is_listed_once() -> None:
     index = "# Index\n\n" + "".join(f"- [N](note_{i:04d}.md) — hook {i}\n" for i in range(5))
     state = extract_prompt_parts(
         2, "", index_text=index, memories=headers, new_text="", list_budget=40
-    ).state
+    ).memory
     for i in range(5):
         assert state.count(f"note_{i:04d}.md") == 1 + (i == 4)
     # The index keeps its own lines, and its last line exact, for an Edit to append after.
@@ -149,7 +153,7 @@ def test_below_the_budget_every_memory_is_listed_once() -> None:
 
 def test_an_index_without_pointers_is_shown_whole() -> None:
     index = "# Index\n\nSee [the wiki](https://example.com/a.md) and [x](/abs/x.md).\n"
-    state = extract_prompt_parts(2, "", index_text=index, memories=[header(0)]).state
+    state = extract_prompt_parts(2, "", index_text=index, memories=[header(0)]).memory
     assert "holds exactly this" in state
     assert f"```markdown\n{index}```" in state
 
@@ -213,7 +217,7 @@ def test_team_index_pointers_are_named_from_the_team_directory() -> None:
         team_index_text="- [S](shared.md) — s\n- [Other](other.md) — o\n",
         memories=[header(0), team],
         list_budget=40,
-    ).state
+    ).memory
     assert state.count("note_0000.md") == 1
     assert state.count("team/shared.md") == 1
     assert "](shared.md)" not in state

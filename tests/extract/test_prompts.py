@@ -197,8 +197,8 @@ def test_parts_put_what_changes_least_apart() -> None:
     parts = extract_prompt_parts(4, MANIFEST, memory_dir=MEMORY_DIR, index_text="- [A](a.md) — a\n")
     assert parts.request.startswith("# Memory update")
     assert MEMORY_DIR in parts.request
-    assert MANIFEST in parts.state
-    assert "- [A](a.md) — a" in parts.state
+    assert MANIFEST in parts.memory
+    assert "- [A](a.md) — a" in parts.memory
     again = extract_prompt_parts(9, "", memory_dir="/elsewhere")
     assert again.instructions == parts.instructions
     assert parts.whole == build_extract_auto_only_prompt(

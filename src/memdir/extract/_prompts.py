@@ -250,11 +250,12 @@ _SECTION_LEAD_CHARS = 1_000
 
 @dataclass(frozen=True, kw_only=True)
 class PromptParts:
-    """The extraction prompt in three parts, by how often each one changes.
+    """The extraction prompt in parts, by how often each one changes.
 
     A fork sends them as one message (:attr:`whole`). memdir's own standalone request
-    puts :attr:`instructions` in its system prompt, cached across runs; :attr:`state`
-    before the conversation, cached until a memory changes; and :attr:`request` last.
+    puts :attr:`instructions` in its system prompt, cached across runs; the
+    :attr:`listing` before the conversation, cached, with later changes to it sent
+    after the conversation; and :attr:`request` and :attr:`state` last.
     """
 
     request: str
@@ -262,16 +263,23 @@ class PromptParts:
     turn's date and, in a store too large to list, the memory files the new messages
     touch (sent last, so it never changes a cached prefix)."""
     state: str
-    """What memory holds now: the list of memory files (or, in a store too large to
-    list, their count by type) and the text of each index (and, in memdir's own request,
-    the project's instruction files after them)."""
+    """What memory holds now, but for :attr:`listing`: the text of each index and, in a
+    store too large to list, the count of memory files by type."""
     instructions: str
     """How to do the job; the same on every run of one extractor."""
+    listing: str = ""
+    """The list of memory files, in a store small enough to list them all ("" past
+    that)."""
+
+    @property
+    def memory(self) -> str:
+        """All that the prompt shows of memory: :attr:`listing`, then :attr:`state`."""
+        return _join(self.listing, self.state)
 
     @property
     def whole(self) -> str:
-        """The three as one prompt: the request, the state, then the instructions."""
-        return _join(self.request, self.state, self.instructions)
+        """All as one prompt: the request, what memory holds, then the instructions."""
+        return _join(self.request, self.listing, self.state, self.instructions)
 
 
 def extract_prompt_parts(
@@ -320,13 +328,15 @@ def extract_prompt_parts(
         # Claude Code's own words for the date in its context; the memory agent needs it
         # to turn "next Thursday" into a calendar date.
         request += f"\n\nToday's date is {today.isoformat()}."
+    state: list[str] = []
+    listing = ""
     if memories is None:
-        state = [_manifest_section(manifest)]
+        listing = _manifest_section(manifest)
     elif list_budget is None or len(memories) <= list_budget:
-        state = [_manifest_section(format_manifest(memories))]
+        listing = _manifest_section(format_manifest(memories))
     else:
         # Past the budget the list depends on the new messages, so it goes last, with the
-        # request: the state before the conversation stays the same from run to run.
+        # request.
         state = [_too_many_section(memories)]
         request += "\n\n" + _touched_section(memories, new_text, list_budget)
     # With the list given, it carries every memory, and the index drops its pointer lines.
@@ -344,7 +354,9 @@ def extract_prompt_parts(
         if host_memory
         else _instructions(team, skip_index, memory_format)
     )
-    return PromptParts(request=request, state=_join(*state), instructions=instructions)
+    return PromptParts(
+        request=request, state=_join(*state), instructions=instructions, listing=listing
+    )
 
 
 def has_memory_section(system: str | Sequence[Mapping[str, Any]] | None) -> bool:
@@ -607,6 +619,13 @@ _STOP_WORDS = frozenset(
 # BM25's usual constants: term-frequency saturation and document-length normalisation.
 _K1 = 1.2
 _B = 0.75
+# The least BM25 score that makes a memory "touched": one word rare in the store (held by
+# less than about a fifth of its memories), or several commoner ones. Below it, a memory
+# shares only words most memories have ("service", "team"), and listing it would fill the
+# list with what the new messages do not touch.
+_MIN_SCORE = 1.5
+# A file name's type prefix (`project_`, …) is shared by a quarter of the store: no topic.
+_TYPE_PREFIX = re.compile(r"^(?:user|feedback|project|reference)_")
 
 
 def _too_many_section(memories: Sequence[MemoryHeader]) -> str:
@@ -644,7 +663,8 @@ def _relevant(memories: Sequence[MemoryHeader], new_text: str, limit: int) -> fr
     named = [h.filename for h in memories if h.filename.lower() in lowered]
     terms = set(_words(new_text))
     documents = [
-        Counter(_words(" ".join((h.filename, h.name or "", h.description or "")))) for h in memories
+        Counter(_words(" ".join((_topic_of(h.filename), h.name or "", h.description or ""))))
+        for h in memories
     ]
     lengths = [sum(doc.values()) for doc in documents]
     average = sum(lengths) / len(lengths) or 1.0
@@ -657,12 +677,18 @@ def _relevant(memories: Sequence[MemoryHeader], new_text: str, limit: int) -> fr
             idf = math.log(1 + (count - holders[term] + 0.5) / (holders[term] + 0.5))
             norm = _K1 * (1 - _B + _B * length / average)
             score += idf * doc[term] * (_K1 + 1) / (doc[term] + norm)
-        if score > 0:
+        if score >= _MIN_SCORE:
             scored.append((score, index))
     # Highest score first; a tie keeps the caller's order.
     scored.sort(key=lambda item: (-item[0], item[1]))
     ranked = [*named, *(memories[index].filename for _, index in scored)]
     return frozenset(list(dict.fromkeys(ranked))[:limit])
+
+
+def _topic_of(filename: str) -> str:
+    """The words of a memory's file name that say what it is about."""
+    stem = filename.rsplit("/", 1)[-1].removesuffix(".md")
+    return _TYPE_PREFIX.sub("", stem)
 
 
 def _without_pointers(text: str) -> tuple[str, int]:

@@ -150,7 +150,7 @@ def _final_text(parts: PromptParts) -> str:
     Both change from run to run (a save changes the state), so both come after the
     conversation: the prefix the next run reads from the cache (instructions, tools,
     the window and the messages this run covered) is never changed by a save."""
-    return f"{parts.request}\n\n{parts.state or _EMPTY_STATE}"
+    return f"{parts.request}\n\n{parts.memory or _EMPTY_STATE}"
 
 
 def _turn_date(

@@ -64,7 +64,7 @@ class ExtractConfig:
     covers all of it, in runs of :attr:`context_budget_tokens` one after another (what
     ``memdir extract`` does once a person has seen the cost, or limited it with
     ``--since``)."""
-    memory_list_entries: int = 40
+    memory_list_entries: int = 15
     """The most memory files the memory agent's prompt lists. A store with more lists
     only those the new messages touch (a lexical match) and counts the rest by type, so
     what every run sends stays the same size however large the store grows; the agent
