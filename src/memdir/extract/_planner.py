@@ -105,6 +105,16 @@ class RunStats:
     gaps: int = 0
     """Gaps between runs seen so far."""
 
+    @classmethod
+    def for_family(cls, family: ModelFamily) -> RunStats:
+        """The starting figures for runs on ``family``: a reasoning model thinks before
+        each answer, in tokens billed as output (:data:`REASONING_TOKENS` a request)."""
+        stats = cls()
+        if family.reasoning:
+            stats.output_tokens += REASONING_TOKENS * stats.requests
+            stats.save_output_tokens += REASONING_TOKENS * stats.save_requests
+        return stats
+
     def record(
         self, requests: int, output_tokens: int, growth_tokens: float, *, saved: bool = False
     ) -> None:
@@ -133,6 +143,13 @@ class RunStats:
         self.short_share += weight * (float(seconds < 300.0) - self.short_share)
         self.hour_share += weight * (float(seconds < LONG_TTL_SECONDS) - self.hour_share)
 
+
+REASONING_TOKENS = 300
+"""Unseen reasoning tokens expected of a reasoning model's answer before any run has
+shown how many it spends: of the order a short tool-calling answer of gpt-5-mini takes."""
+
+OPENAI_CACHE_STEP = 128
+"""OpenAI reports (and bills) cache hits in steps of this many tokens."""
 
 _PRIOR_RUNS = 2
 """How many runs :attr:`RunStats.save_share`'s starting value weighs as."""
@@ -220,6 +237,9 @@ def _priced(
     prompt = float(shape.prompt_tokens)
     cacheable = prompt >= family.min_cache_tokens
     warm = float(min(shape.warm_tokens, shape.prompt_tokens)) if cacheable else 0.0
+    if family.provider == "openai":
+        # OpenAI serves a cached prefix in whole steps of 128 tokens.
+        warm = warm // OPENAI_CACHE_STEP * OPENAI_CACHE_STEP
     read = warm
     long_written = max(float(min(shape.long_tokens, shape.prompt_tokens)) - warm, 0.0)
     long_written = long_written if cacheable else 0.0

@@ -219,7 +219,7 @@ class Runner:
         self._extra_tools = tuple(extra_tools)
         self._clock = clock
         self.conversation = RenderedConversation(config.tool_result_chars)
-        self.stats = RunStats()
+        self.stats = RunStats.for_family(self._family(model))
         self._standalone_cache: tuple[float, str, int, float] | None = None
         """When the last standalone request went out, what its cached prefix held before
         its new messages, the index after its last message, and how long that prefix
