@@ -232,7 +232,8 @@ def test_the_hour_pays_when_enough_pauses_fall_between_five_minutes_and_an_hour(
     assert not long_ttl_pays(family, stats, 5_000, 500)  # no pause seen yet
     for _ in range(3):
         stats.record_gap(1_200.0)
-    assert stats.short_share < 0.1 and stats.hour_share > 0.9
+    assert stats.short_share < 0.1
+    assert stats.hour_share > 0.9
     # A warm run writes its new turn (500 of 5,000): 375 more now, 5,750 saved next run.
     assert long_ttl_pays(family, stats, 5_000, 500)
     # Pauses past an hour outlive either lifetime; pauses under five minutes need neither.

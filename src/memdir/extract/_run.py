@@ -315,10 +315,12 @@ class Runner:
             )
             sent = turn.last_request_at if turn.last_request_at is not None else reported_at
             fork_shape = self._fork_shape(turn, fork_parts, len(messages), now - sent)
-        steady_cost, steady_share = self._standalone_steady(alone_parts, project, window)
-        plan = plan_run(
-            self._config.mode, fork_shape, alone_shape, self.stats, steady_cost, steady_share
-        )
+        # How often the next run finds what this one writes: within an hour where it is
+        # written for one, else within the default lifetime.
+        long = alone_shape.cache_ttl == "1h"
+        share = self.stats.hour_share if long else self.stats.warm_share
+        steady_cost = self._standalone_steady(alone_parts, project, window, long)
+        plan = plan_run(self._config.mode, fork_shape, alone_shape, self.stats, steady_cost, share)
 
         context = ToolContext(
             write_guard=memory_write_guard(
@@ -457,11 +459,12 @@ class Runner:
         return bool(self._family(self._model).extended_cache_retention)
 
     def _standalone_steady(
-        self, parts: PromptParts, project: str, window: StandaloneWindow
-    ) -> tuple[CostEstimate, float]:
+        self, parts: PromptParts, project: str, window: StandaloneWindow, long: bool
+    ) -> CostEstimate:
         """The standalone cost once standalone runs follow one another (see ``steady``),
-        and how often a run finds memdir's cache warm then: the share of gaps shorter
-        than the lifetime it is written with.
+        each writing for the lifetime this one does (an hour if ``long``): warm in the
+        share of gaps shorter than that lifetime. A cold run written for five minutes
+        starts no hour-long chain: the run after a longer pause would find it gone.
 
         Before any gap has been seen, the shares are :class:`RunStats`' priors (half the
         runs within five minutes): a session's first run may go standalone when even
@@ -472,9 +475,8 @@ class Runner:
         static = self._static(parts)
         opening = estimate_tokens(_opening_text(project)) + 8
         # A save changes only what follows the conversation: the window stays cached, and
-        # each run writes its new messages (at the hour's price where that pays).
+        # each run writes its new messages (at the hour's price if ``long``).
         stable = static + opening + window.window_tokens + window.new_tokens
-        long = long_ttl_pays(hot.family, self.stats, stable, window.new_tokens)
         hot = dataclasses.replace(
             hot,
             warm_tokens=static + opening + window.window_tokens,
@@ -485,8 +487,7 @@ class Runner:
             hot, warm_tokens=0, note="memdir's cache cold", long_tokens=stable if long else 0
         )
         # Written for an hour, memdir's cache outlives every gap under an hour.
-        share = self.stats.hour_share if long else self.stats.warm_share
-        return steady(hot, cold, self.stats, share), share
+        return steady(hot, cold, self.stats, self.stats.hour_share if long else None)
 
     def _static(self, parts: PromptParts) -> int:
         key = parts.instructions
