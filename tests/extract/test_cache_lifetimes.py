@@ -5,6 +5,7 @@ that price what each run is billed, through the real model clients and the fake 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from memdir.messages import Message
 from memdir.models import AnthropicModel, Model, ModelRequest, OpenAIModel, RetryPolicy
 from memdir.telemetry import CollectingSink
 from memdir.testing import FakeAnthropicServer, FakeClock, FakeOpenAIServer
+from memdir.testing._cache import AnthropicCache
 from memdir.tools import builtin_tools
 
 SONNET = "claude-sonnet-5-5"
@@ -289,3 +291,17 @@ def test_each_modes_estimate_is_its_bill_cold_and_warm(tmp_path: Path, mode: str
         assert run["estimated_cost_if_nothing_saved"] == pytest.approx(run["billed_cost"], rel=0.1)
         assert run["estimated_cost_if_nothing_saved"] <= run["estimated_cost"]
         assert run["estimated_cost"] < run["estimated_cost_if_saved"]
+
+
+def test_the_model_layer_puts_the_hour_on_the_stable_prefix_only() -> None:
+    """``ModelRequest.cache_ttl``: the system prompt's marker and those at ``cache_points``
+    ask for an hour; the last message's keeps the default, after them, as Anthropic wants
+    longer lifetimes before shorter ones. Without it nothing changes."""
+    model = AnthropicModel(SONNET, api_key="k")
+    messages = tuple(Message.user(question(n)) for n in range(4))
+    request = ModelRequest(system="Save memories.", messages=messages, cache_points=(0, 2))
+    plain = model.wire_request(request)
+    assert all("ttl" not in m for m in markers(plain))
+    long = model.wire_request(dataclasses.replace(request, cache_ttl="1h"))
+    assert [m.get("ttl") for m in markers(long)] == ["1h", "1h", "1h", None]
+    assert AnthropicCache().refusal(long) is None

@@ -427,7 +427,9 @@ class Runner:
         # Everything before the final message is the same in the next run, which reads it
         # if it still lives: an hour's life costs more to write, and pays where this
         # session's pauses are mostly longer than five minutes and shorter than an hour.
-        long = long_ttl_pays(family, self.stats, stable, stable - warm)
+        long = provider_of(self._model.name) == "anthropic" and long_ttl_pays(
+            family, self.stats, stable, stable - warm
+        )
         return RequestShape(
             family=family,
             model=self._model.name,
