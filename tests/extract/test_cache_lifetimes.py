@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import json
 from pathlib import Path
 from typing import Any
@@ -305,3 +306,47 @@ def test_the_model_layer_puts_the_hour_on_the_stable_prefix_only() -> None:
     long = model.wire_request(dataclasses.replace(request, cache_ttl="1h"))
     assert [m.get("ttl") for m in markers(long)] == ["1h", "1h", "1h", None]
     assert AnthropicCache().refusal(long) is None
+
+
+def test_a_stamped_conversation_tells_the_first_run_how_far_apart_turns_come(
+    tmp_path: Path,
+) -> None:
+    """A process that runs once per turn (the Claude Code hook) never sees a gap between
+    runs of its own; the transcript's stamps show the person's turns 20 minutes apart, so
+    its first run already writes memdir's prefix for an hour."""
+    start = datetime.datetime(2026, 3, 1, 9, 0, tzinfo=datetime.UTC)
+    stamped: list[Message] = []
+    for turn in range(6):
+        at = start + datetime.timedelta(minutes=20 * turn)
+        stamped.append(dataclasses.replace(Message.user(question(turn)), timestamp=at))
+        stamped.append(Message.assistant(ANSWER))
+
+    def first_body(messages: list[Message], folder: str) -> dict[str, Any]:
+        with FakeAnthropicServer(["Nothing to save."]) as server:
+            model = AnthropicModel(
+                SONNET, api_key="k", base_url=server.base_url, retry=RetryPolicy(max_retries=0)
+            )
+            extractor = MemoryExtractor(tmp_path / folder, model)
+
+            async def main() -> None:
+                extractor.on_turn_end(TurnContext(messages=tuple(messages), cwd=str(tmp_path)))
+                await extractor.drain()
+                await model.aclose()
+
+            asyncio.run(main())
+            server.assert_no_errors()
+            body: dict[str, Any] = server.requests[0].body
+        return body
+
+    assert first_body(stamped, "stamped")["system"][-1]["cache_control"] == {
+        "type": "ephemeral",
+        "ttl": "1h",
+    }
+    # The same conversation a minute a turn, or without stamps: the default lifetime.
+    quick = [
+        dataclasses.replace(m, timestamp=start + datetime.timedelta(minutes=n))
+        for n, m in enumerate(stamped)
+    ]
+    unstamped = [dataclasses.replace(m, timestamp=None) for m in stamped]
+    for folder, messages in (("quick", quick), ("unstamped", unstamped)):
+        assert all("ttl" not in m for m in markers(first_body(messages, folder)))

@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import datetime
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -55,6 +56,10 @@ from memdir.tools import (
 )
 
 __all__ = ["RunOutcome", "Runner"]
+
+_SEEDED_GAPS = 10
+"""How many of a conversation's last gaps between the person's turns stand in for the
+gaps between runs before an extractor has seen any."""
 
 # The standalone request shows only what saving memories needs; the host's other tools
 # are not there to share a cache with.
@@ -296,6 +301,8 @@ class Runner:
             )
 
         now = self._clock()
+        if self._last_run_at is None and self.stats.gaps == 0:
+            self._seed_gaps(messages[:end])
         if self._last_run_at is not None:
             lifetime = self._standalone_lifetime(None)
             self.stats.record_gap(now - self._last_run_at, lifetime)
@@ -388,6 +395,26 @@ class Runner:
             message_count=count,
             cost=bill(result.usage, family.prices),
         )
+
+    def _seed_gaps(self, messages: Sequence[Message]) -> None:
+        """Before its first run an extractor has seen no pause between runs. A conversation
+        whose messages say when they were written (a Claude Code transcript stamps every
+        line) shows how far apart the person's turns come, and runs follow turns: its last
+        few gaps stand in for the runs' until runs of its own are seen. A process that
+        runs once per turn (the Claude Code hook) has no other way to know them."""
+        stamps = [
+            m.timestamp
+            for m in messages
+            if m.role == "user" and m.timestamp is not None and not m.is_tool_result
+        ]
+        lifetime = self._standalone_lifetime(None)
+        for earlier, later in itertools.pairwise(stamps[-(_SEEDED_GAPS + 1) :]):
+            try:
+                seconds = (later - earlier).total_seconds()
+            except TypeError:  # one stamp with a zone, one without
+                continue
+            if seconds >= 0:
+                self.stats.record_gap(seconds, lifetime)
 
     def _read_state(self, cwd: str) -> tuple[list[Any], list[_Index], str]:
         md = self._md
