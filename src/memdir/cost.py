@@ -75,6 +75,12 @@ class CostEstimate:
     """All of it at the model's prices."""
     note: str = ""
     """Why it costs what it does, in a few words (``host cache expired``, …)."""
+    cost_if_saved: float | None = None
+    """What the run costs if it saves a memory (a file and its index line: most of the
+    output); :attr:`cost` weighs this and :attr:`cost_if_nothing_saved` by how often runs
+    save. None where the estimate does not tell the two apart."""
+    cost_if_nothing_saved: float | None = None
+    """What the run costs if it answers that there is nothing to save."""
 
     @property
     def prompt_tokens(self) -> float:

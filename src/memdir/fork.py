@@ -112,6 +112,7 @@ async def run_forked_agent(
     context: ToolContext | None = None,
     cache_point: int | None = None,
     cache_points: Sequence[int] = (),
+    cache_ttl: str | None = None,
     end_after_writes: bool | Callable[[tuple[Path, ...]], bool] = False,
 ) -> ForkResult:
     """Run the agent loop on the parent's request plus ``prompt_messages``.
@@ -128,6 +129,10 @@ async def run_forked_agent(
     ends of a cached prefix, for the providers that take breakpoints; the provider keeps
     the latest that fit. A fork reads its parent's cache without any; the extractor marks
     the parent's final answer, so that the parent's next request reads what the fork wrote.
+    ``cache_ttl`` (:attr:`~memdir.models.ModelRequest.cache_ttl`) gives those points and
+    the system prompt's a longer lifetime; only memdir's own request uses it. A fork leaves
+    it None: a longer lifetime is a different ``cache_control``, and the host's markers and
+    the prices of its writes are the host's to choose.
 
     With ``end_after_writes`` the loop also ends after a model turn whose calls were all
     writes that succeeded: the work is done, and asking the model to say so would cost a
@@ -156,6 +161,7 @@ async def run_forked_agent(
             messages=tuple(history),
             params=params.params,
             cache_points=points,
+            cache_ttl=cache_ttl,
             wire_prefix=tuple(params.wire_messages),
         )
         response = await params.model.request(request)

@@ -235,7 +235,7 @@ def test_standalone_cost_stays_flat_as_the_conversation_grows(tmp_path: Path) ->
     assert max(sizes) < 4 * (3_000 + 500)
 
 
-@pytest.mark.parametrize("pause", [0.0, 120.0])
+@pytest.mark.parametrize("pause", [0.0, 120.0, 400.0])
 def test_successive_standalone_runs_read_what_the_last_one_cached(
     tmp_path: Path, pause: float
 ) -> None:
@@ -266,10 +266,21 @@ def test_successive_standalone_runs_read_what_the_last_one_cached(
     turn_tokens = 2 * (len(messages[-1].text) + 40) // 4
     for request in kept:
         assert request.usage is not None
-        # Everything up to the last run's end is read; the new turn and the short
-        # request are written.
-        assert request.usage["cache_read_input_tokens"] > 2_000
-        assert request.usage["cache_creation_input_tokens"] < turn_tokens + 200
+        if pause < 300:
+            # Everything up to the last run's end is read; the new turn and the short
+            # request are written.
+            assert request.usage["cache_read_input_tokens"] > 2_000
+            assert request.usage["cache_creation_input_tokens"] < turn_tokens + 200
+        else:  # every run whose window held reads the hour-long entry, 400 s later
+            assert request.usage["cache_read_input_tokens"] > 2_000
+    if pause >= 300:
+        # Past five minutes the first run's five-minute entry is gone; the pause, under an
+        # hour, makes the planner write the next prefix for an hour instead (restarting
+        # the window short, since none of it could be read).
+        second = requests[0].usage
+        assert second is not None
+        assert second["cache_read_input_tokens"] == 0
+        assert second["cache_creation"]["ephemeral_1h_input_tokens"] > 1_000
 
 
 def window_tokens_sent(body: dict[str, Any]) -> int:

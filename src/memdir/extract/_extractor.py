@@ -597,6 +597,10 @@ class MemoryExtractor:
             estimated_cache_read_tokens=round(chosen.cache_read_tokens),
             estimated_cache_write_tokens=round(chosen.cache_write_tokens),
             estimate_note=chosen.note,
+            # The same estimate for each outcome: whether a run saves is not known before
+            # it runs, and a save's output is much of its bill.
+            estimated_cost_if_saved=_rounded(chosen.cost_if_saved),
+            estimated_cost_if_nothing_saved=_rounded(chosen.cost_if_nothing_saved),
             billed_cost=round(outcome.cost, 1),
             hit_max_turns=result.hit_max_turns,
         )
@@ -612,6 +616,10 @@ class MemoryExtractor:
         its connections, and its models are the host's to close.
         """
         self._background.note_model(model)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 def stamped_since(memory: MemoryDir, session: str, since: float) -> bool:

@@ -19,7 +19,16 @@ from typing import Literal
 
 from memdir.cost import CostEstimate, ModelFamily
 
-__all__ = ["Mode", "RequestShape", "RunPlan", "RunStats", "estimate", "plan_run"]
+__all__ = [
+    "LONG_TTL_SECONDS",
+    "Mode",
+    "RequestShape",
+    "RunPlan",
+    "RunStats",
+    "estimate",
+    "long_ttl_pays",
+    "plan_run",
+]
 
 Mode = Literal["auto", "fork", "standalone"]
 
@@ -44,49 +53,137 @@ class RequestShape:
     can_write: bool = True
     """Whether the request's tools let the model save a memory (a fork is shown only the
     host's tools: without Write, Edit or the memory tool among them it cannot save)."""
+    cache_ttl: str | None = None
+    """The lifetime the request asks for its stable prefix (Anthropic ``"1h"``), None for
+    the default; see :func:`long_ttl_pays`."""
+    long_tokens: int = 0
+    """Of ``prompt_tokens``, those from the start up to the last breakpoint written with
+    the one-hour lifetime: what of them is not warm is written at
+    :attr:`~memdir.cost.Prices.cache_write_1h`."""
+
+
+LONG_TTL_SECONDS = 3600.0
+"""Anthropic's longer cache lifetime (``ttl: "1h"``)."""
 
 
 @dataclass
 class RunStats:
     """What earlier runs of one extractor looked like, to expect the next one from.
 
-    Starts from a typical run: one or two requests (nothing to save is one; a save is
-    one; changing a memory is a read, then a write), a short answer or a file.
+    Runs come in two kinds that cost very differently: most find nothing to save and
+    answer in a few tokens; a save writes a memory file and its index line, tens to
+    hundreds of tokens at the output price (five to eight times the input's). Each kind
+    keeps its own means, and :attr:`save_share` says how often the second comes. Starts
+    from a typical run of each kind.
     """
 
-    requests: float = 1.5
-    """Model requests a run makes, on average."""
-    output_tokens: float = 150.0
-    """Tokens a run generates, on average."""
+    requests: float = 1.0
+    """Model requests a run that saves nothing makes, on average (one: it answers)."""
+    output_tokens: float = 20.0
+    """Tokens such a run generates, on average."""
+    save_requests: float = 1.5
+    """Model requests a run that saves makes, on average (one when the file and its
+    index line go out together; a changed memory is read first)."""
+    save_output_tokens: float = 300.0
+    """Tokens a run that saves generates, on average."""
     growth_tokens: float = 400.0
     """Tokens each later request of a run adds to the one before (calls and results)."""
     runs: int = 0
     """Runs seen so far."""
+    saves: int = 0
+    """Of them, runs that saved."""
     warm_share: float = 0.5
-    """How often a run came soon enough after the one before for its cache to live."""
+    """How often a run came soon enough after the one before for memdir's cache to live
+    (within the lifetime it is written with: five minutes, or OpenAI's 24 hours)."""
+    short_share: float = 0.5
+    """How often the gap between two runs was under five minutes (Anthropic's default
+    lifetime)."""
+    hour_share: float = 0.75
+    """How often it was under an hour (Anthropic's ``ttl: "1h"``)."""
     save_share: float = 0.3
-    """How often a run changed memory (which changes what the next standalone run sends
-    right after memdir's instructions, so less of it is cached)."""
+    """How often a run changed memory."""
     gaps: int = 0
     """Gaps between runs seen so far."""
+
+    @classmethod
+    def for_family(cls, family: ModelFamily, effort: str | None = None) -> RunStats:
+        """The starting figures for runs on ``family``: a reasoning model thinks before
+        each answer, in tokens billed as output (:data:`REASONING_TOKENS` a request at its
+        default effort, fewer at the ``effort`` memdir asks for, if any)."""
+        stats = cls()
+        if family.reasoning:
+            effort = effort or family.default_reasoning_effort
+            reasoning = REASONING_TOKENS * _EFFORT_SHARE.get(effort or "medium", 1.0)
+            stats.output_tokens += reasoning * stats.requests
+            stats.save_output_tokens += reasoning * stats.save_requests
+        return stats
 
     def record(
         self, requests: int, output_tokens: int, growth_tokens: float, *, saved: bool = False
     ) -> None:
         """Fold one finished run in: the first few count fully, later ones as a moving mean."""
         self.runs += 1
-        weight = max(1.0 / self.runs, 0.2)
-        self.requests += weight * (requests - self.requests)
-        self.output_tokens += weight * (output_tokens - self.output_tokens)
-        self.save_share += weight * (float(saved) - self.save_share)
+        # The prior counts as a few runs: one run that saved says little of the next.
+        self.save_share += _weight(self.runs + _PRIOR_RUNS) * (float(saved) - self.save_share)
+        if saved:
+            self.saves += 1
+            weight = _weight(self.saves)
+            self.save_requests += weight * (requests - self.save_requests)
+            self.save_output_tokens += weight * (output_tokens - self.save_output_tokens)
+        else:
+            weight = _weight(self.runs - self.saves)
+            self.requests += weight * (requests - self.requests)
+            self.output_tokens += weight * (output_tokens - self.output_tokens)
         if requests > 1:
-            self.growth_tokens += weight * (growth_tokens - self.growth_tokens)
+            self.growth_tokens += _weight(self.runs) * (growth_tokens - self.growth_tokens)
 
-    def record_gap(self, warm: bool) -> None:
-        """Fold in whether the time since the last run was within the cache's lifetime."""
+    def record_gap(self, seconds: float, lifetime: float = 300.0) -> None:
+        """Fold in the time since the last run, against ``lifetime``, how long memdir's
+        cache lives unused, and against the five-minute and one-hour lifetimes."""
         self.gaps += 1
-        weight = max(1.0 / self.gaps, 0.2)
-        self.warm_share += weight * (float(warm) - self.warm_share)
+        weight = _weight(self.gaps)
+        self.warm_share += weight * (float(seconds < lifetime) - self.warm_share)
+        self.short_share += weight * (float(seconds < 300.0) - self.short_share)
+        self.hour_share += weight * (float(seconds < LONG_TTL_SECONDS) - self.hour_share)
+
+
+REASONING_TOKENS = 300
+"""Unseen reasoning tokens expected of a reasoning model's answer before any run has
+shown how many it spends: of the order a short tool-calling answer of gpt-5-mini takes."""
+
+_EFFORT_SHARE = {"none": 0.0, "minimal": 1 / 3, "low": 0.5}
+"""Reasoning at a lower effort, as a share of the default's: a first guess (OpenAI gives
+no figures), which each run's reported usage then replaces."""
+
+OPENAI_CACHE_STEP = 128
+"""OpenAI reports (and bills) cache hits in steps of this many tokens."""
+
+_PRIOR_RUNS = 2
+"""How many runs :attr:`RunStats.save_share`'s starting value weighs as."""
+
+
+def _weight(count: int) -> float:
+    return max(1.0 / count, 0.2) if count > 0 else 1.0
+
+
+def long_ttl_pays(family: ModelFamily, stats: RunStats, stable: int, written: int) -> bool:
+    """Whether memdir's own request should cache its stable prefix (everything before the
+    final message: instructions, tools, the window and the new messages; ``stable``
+    tokens) for an hour rather than five minutes.
+
+    An hour costs more now: what this run writes of that prefix (``written``) at
+    :attr:`~memdir.cost.Prices.cache_write_1h` (2x) instead of ``cache_write`` (1.25x).
+    It saves later: a run that comes between five minutes and an hour after this one
+    (:attr:`RunStats.short_share`, :attr:`RunStats.hour_share`) reads the whole prefix at
+    0.1x instead of writing it again. Only Anthropic prices the two lifetimes apart;
+    OpenAI's longer retention is a parameter with no price of its own.
+    """
+    prices = family.prices
+    if family.provider != "anthropic" or stats.gaps == 0 or stable < family.min_cache_tokens:
+        return False
+    premium = (prices.cache_write_1h - prices.cache_write) * max(written, 0)
+    between = max(stats.hour_share - stats.short_share, 0.0)
+    return between * stable * (prices.cache_write - prices.cache_read) > premium
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,52 +206,81 @@ def estimate(
     """What a run of ``shape`` should cost at its family's prices.
 
     The first request reads what is warm and writes the rest at the cache-write price
-    (on OpenAI that is the input price: it bills no write); below the family's minimum
-    nothing is cached and all of it is plain input. Each later request reads the one
-    before and writes what it adds.
+    (the one-hour price up to :attr:`RequestShape.long_tokens`; on OpenAI that is the
+    input price: it bills no write); below the family's minimum nothing is cached and all
+    of it is plain input. Each later request reads the one before and writes what it
+    adds. A run that saves and one that does not are priced apart, each with its own
+    requests and output, and weighed by how often runs save.
     """
+    idle = _priced(shape, stats.requests, stats.output_tokens, stats.growth_tokens)
+    saving = _priced(shape, stats.save_requests, stats.save_output_tokens, stats.growth_tokens)
+    p = stats.save_share
+
+    def mix(i: int) -> float:
+        return p * saving[i] + (1.0 - p) * idle[i]
+
+    return CostEstimate(
+        mode=mode,
+        model=shape.model,
+        requests=p * stats.save_requests + (1.0 - p) * stats.requests,
+        input_tokens=mix(0),
+        cache_read_tokens=mix(2),
+        cache_write_tokens=mix(1) + mix(3),
+        output_tokens=p * stats.save_output_tokens + (1.0 - p) * stats.output_tokens,
+        cost=mix(4),
+        note=shape.note,
+        cost_if_saved=saving[4],
+        cost_if_nothing_saved=idle[4],
+    )
+
+
+def _priced(
+    shape: RequestShape, requests: float, output: float, growth: float
+) -> tuple[float, float, float, float, float]:
+    """Plain, short-lived written, read and hour-long written tokens of a run of
+    ``requests`` requests, and its cost with ``output`` tokens generated."""
     family = shape.family
     prices = family.prices
     prompt = float(shape.prompt_tokens)
     cacheable = prompt >= family.min_cache_tokens
     warm = float(min(shape.warm_tokens, shape.prompt_tokens)) if cacheable else 0.0
+    if family.provider == "openai":
+        # OpenAI serves a cached prefix in whole steps of 128 tokens.
+        warm = warm // OPENAI_CACHE_STEP * OPENAI_CACHE_STEP
     read = warm
-    written = prompt - warm if cacheable else 0.0
+    long_written = max(float(min(shape.long_tokens, shape.prompt_tokens)) - warm, 0.0)
+    long_written = long_written if cacheable else 0.0
+    written = prompt - warm - long_written if cacheable else 0.0
     plain = 0.0 if cacheable else prompt
     # Later requests: request k reads the whole of request k - 1 and writes what it adds.
-    later = max(stats.requests - 1.0, 0.0)
-    read += later * (prompt + stats.growth_tokens * (later - 1.0) / 2.0) if cacheable else 0.0
-    written += later * stats.growth_tokens if cacheable else 0.0
-    plain += 0.0 if cacheable else later * (prompt + stats.growth_tokens * (later + 1.0) / 2.0)
+    later = max(requests - 1.0, 0.0)
+    read += later * (prompt + growth * (later - 1.0) / 2.0) if cacheable else 0.0
+    written += later * growth if cacheable else 0.0
+    plain += 0.0 if cacheable else later * (prompt + growth * (later + 1.0) / 2.0)
     cost = (
         plain * prices.input
         + written * prices.cache_write
+        + long_written * prices.cache_write_1h
         + read * prices.cache_read
-        + stats.output_tokens * prices.output
+        + output * prices.output
     )
-    return CostEstimate(
-        mode=mode,
-        model=shape.model,
-        requests=stats.requests,
-        input_tokens=plain,
-        cache_read_tokens=read,
-        cache_write_tokens=written,
-        output_tokens=stats.output_tokens,
-        cost=cost,
-        note=shape.note,
-    )
+    return plain, written, read, long_written, cost
 
 
-def steady(hot: RequestShape, cold: RequestShape, stats: RunStats) -> CostEstimate:
+def steady(
+    hot: RequestShape, cold: RequestShape, stats: RunStats, warm_share: float | None = None
+) -> CostEstimate:
     """What a standalone run costs on average once runs are standalone: ``hot`` when the
-    last one is recent enough, ``cold`` when not, in the shares seen so far.
+    last one is recent enough, ``cold`` when not, in the shares seen so far
+    (``warm_share``, where memdir's cache lives longer than :attr:`RunStats.warm_share`
+    counts: an hour).
 
     A run that goes standalone while its cache is cold pays to warm it for the runs
     after; comparing only this run's cost would keep a cheaper way from ever being taken.
     """
     warm = estimate("standalone", hot, stats)
     cold_estimate = estimate("standalone", cold, stats)
-    p = stats.warm_share
+    p = stats.warm_share if warm_share is None else warm_share
 
     def mix(a: float, b: float) -> float:
         return p * a + (1.0 - p) * b
@@ -178,6 +304,7 @@ def plan_run(
     standalone: RequestShape,
     stats: RunStats,
     standalone_steady: CostEstimate | None = None,
+    warm_share: float | None = None,
 ) -> RunPlan:
     """Price both ways and choose by ``setting``: ``auto`` takes the cheaper, ``fork`` and
     ``standalone`` insist (the fork only while a host request exists and fits the model).
@@ -187,7 +314,9 @@ def plan_run(
     telemetry compares with the bill. ``standalone_steady`` (see :func:`steady`), the cost
     of standalone runs once they follow one another, only decides whether a cold
     standalone run that costs more than the fork is worth taking to make the next one
-    cheaper.
+    cheaper; ``warm_share`` is how often it is expected to find memdir's cache warm
+    (default :attr:`RunStats.warm_share`; :attr:`RunStats.hour_share` where memdir
+    writes its cache for an hour).
     """
     alone = estimate("standalone", standalone, stats)
     if fork is None:
@@ -209,7 +338,8 @@ def plan_run(
     if setting == "standalone":
         return RunPlan(mode="standalone", fork=shared, standalone=alone, reason="mode=standalone")
     if shared.cost <= alone.cost:
-        if standalone_steady is not None and _switch_pays(shared, alone, standalone_steady, stats):
+        share = stats.warm_share if warm_share is None else warm_share
+        if standalone_steady is not None and _switch_pays(shared, alone, standalone_steady, share):
             reason = "standalone pays back its cold cache in later runs"
             return RunPlan(mode="standalone", fork=shared, standalone=alone, reason=reason)
         return RunPlan(mode="fork", fork=shared, standalone=alone, reason="fork is cheaper")
@@ -217,7 +347,7 @@ def plan_run(
 
 
 def _switch_pays(
-    shared: CostEstimate, alone: CostEstimate, steady: CostEstimate, stats: RunStats
+    shared: CostEstimate, alone: CostEstimate, steady: CostEstimate, warm_share: float
 ) -> bool:
     """Whether going standalone now, dearer than the fork because memdir's cache is cold,
     is paid back by the standalone runs after it: this run's extra cost against what each
@@ -226,7 +356,7 @@ def _switch_pays(
     share of gaps that outlive it), at most :data:`PAYBACK_RUNS`: a cache write that no
     later run reads is a cost with no saving, and runs far ahead are too uncertain to
     bank on."""
-    lapse = max(1.0 - stats.warm_share, 1.0 / PAYBACK_RUNS)
+    lapse = max(1.0 - warm_share, 1.0 / PAYBACK_RUNS)
     return alone.cost - shared.cost < (shared.cost - steady.cost) / lapse
 
 

@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import datetime
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -20,9 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memdir.cost import CostEstimate, Prices, bill, model_family, provider_of
+from memdir.cost import CostEstimate, ModelFamily, Prices, bill, model_family, provider_of
 from memdir.extract._instructions import format_instruction_files, load_instruction_files
-from memdir.extract._planner import RequestShape, RunPlan, RunStats, plan_run, steady
+from memdir.extract._planner import (
+    LONG_TTL_SECONDS,
+    RequestShape,
+    RunPlan,
+    RunStats,
+    long_ttl_pays,
+    plan_run,
+    steady,
+)
 from memdir.extract._prompts import PromptParts, extract_prompt_parts, has_memory_section
 from memdir.extract._standalone import (
     RenderedConversation,
@@ -47,6 +56,10 @@ from memdir.tools import (
 )
 
 __all__ = ["RunOutcome", "Runner"]
+
+_SEEDED_GAPS = 10
+"""How many of a conversation's last gaps between the person's turns stand in for the
+gaps between runs before an extractor has seen any."""
 
 # The standalone request shows only what saving memories needs; the host's other tools
 # are not there to share a cache with.
@@ -118,6 +131,19 @@ def _host_static_tokens(params: CacheSafeParams) -> tuple[int, int]:
         if _one_hour(block):
             long_lived = total
     return total, long_lived
+
+
+def _host_lifetime(params: CacheSafeParams, family: ModelFamily) -> float:
+    """How long the host's own prompt stays cached unused: a day where the host asks OpenAI
+    for its 24-hour retention on a model that takes it, else the provider's default."""
+    retention = params.params.get("prompt_cache_retention")
+    if retention == "24h" and family.provider == "openai" and family.extended_cache_retention:
+        return EXTENDED_RETENTION_SECONDS
+    return float(family.cache_ttl_seconds)
+
+
+EXTENDED_RETENTION_SECONDS = 86_400.0
+"""How long OpenAI keeps a prompt sent with ``prompt_cache_retention: "24h"``."""
 
 
 def _one_hour(item: Mapping[str, Any]) -> bool:
@@ -198,10 +224,11 @@ class Runner:
         self._extra_tools = tuple(extra_tools)
         self._clock = clock
         self.conversation = RenderedConversation(config.tool_result_chars)
-        self.stats = RunStats()
-        self._standalone_cache: tuple[float, str, int] | None = None
+        self.stats = RunStats.for_family(self._family(model), self._effort(model))
+        self._standalone_cache: tuple[float, str, int, float] | None = None
         """When the last standalone request went out, what its cached prefix held before
-        its new messages, and the index after its last message."""
+        its new messages, the index after its last message, and how long that prefix
+        lives unused."""
         self._static_tokens: dict[str, int] = {}
         self._floor = 0
         """The earliest start of the standalone window (see :meth:`_window_floor`)."""
@@ -277,9 +304,11 @@ class Runner:
             )
 
         now = self._clock()
+        if self._last_run_at is None and self.stats.gaps == 0:
+            self._seed_gaps(messages[:end])
         if self._last_run_at is not None:
-            ttl = self._family(self._model).cache_ttl_seconds
-            self.stats.record_gap(now - self._last_run_at < ttl)
+            lifetime = self._standalone_lifetime(None)
+            self.stats.record_gap(now - self._last_run_at, lifetime)
         self._last_run_at = now
         alone_count = len(model_visible(messages[cursor : window.end]))
         alone_parts = parts_for(alone_count, newest_first=False, end=window.end)
@@ -296,13 +325,12 @@ class Runner:
             )
             sent = turn.last_request_at if turn.last_request_at is not None else reported_at
             fork_shape = self._fork_shape(turn, fork_parts, len(messages), now - sent)
-        plan = plan_run(
-            self._config.mode,
-            fork_shape,
-            alone_shape,
-            self.stats,
-            self._standalone_steady(alone_parts, project, window),
-        )
+        # How often the next run finds what this one writes: within an hour where it is
+        # written for one, else within the default lifetime.
+        long = alone_shape.cache_ttl == "1h"
+        share = self.stats.hour_share if long else self.stats.warm_share
+        steady_cost = self._standalone_steady(alone_parts, project, window, long)
+        plan = plan_run(self._config.mode, fork_shape, alone_shape, self.stats, steady_cost, share)
 
         context = ToolContext(
             write_guard=memory_write_guard(
@@ -350,9 +378,11 @@ class Runner:
                 self._family(turn.params.model),
             )
         else:
-            result = await self._standalone(alone_parts, project, window, tools, gate, context)
+            ttl = alone_shape.cache_ttl
+            result = await self._standalone(alone_parts, project, window, tools, gate, context, ttl)
             key = self._cache_key(alone_parts, project, window)
-            self._standalone_cache = (self._clock(), key, window.end)
+            lifetime = self._standalone_lifetime(ttl)
+            self._standalone_cache = (self._clock(), key, window.end, lifetime)
             covered, count, family = window.end, alone_count, self._family(self._model)
         growth = sum(estimate_tokens(m.text) for m in result.messages[1:])
         self.stats.record(
@@ -375,21 +405,40 @@ class Runner:
 
         It moves when the window has grown past ``window_tokens``, and when none of it
         would be read anyway: memdir's cache has expired (the first run of this extractor,
-        or a pause longer than the cache's lifetime). Then it restarts short, with only
+        or a pause longer than the lifetime it was written for). Then it restarts short, with only
         the last quarter of ``window_tokens`` before the new messages: a window re-sent
         whole is paid at the full input price, so a short one, grown turn by turn while
         cached, costs less for the same recent context."""
         last = self._standalone_cache
-        ttl = self._family(self._model).cache_ttl_seconds
         window = self._config.window_tokens
         if (
             last is None
-            or self._clock() - last[0] >= ttl
+            or self._clock() - last[0] >= last[3]
             or cursor < self._floor
             or self.conversation.tokens_between(self._floor, cursor) > window
         ):
             self._floor = self.conversation.start_of_last(max(window // 4, 1), 0, cursor)
         return self._floor
+
+    def _seed_gaps(self, messages: Sequence[Message]) -> None:
+        """Before its first run an extractor has seen no pause between runs. A conversation
+        whose messages say when they were written (a Claude Code transcript stamps every
+        line) shows how far apart the person's turns come, and runs follow turns: its last
+        few gaps stand in for the runs' until runs of its own are seen. A process that
+        runs once per turn (the Claude Code hook) has no other way to know them."""
+        stamps = [
+            m.timestamp
+            for m in messages
+            if m.role == "user" and m.timestamp is not None and not m.is_tool_result
+        ]
+        lifetime = self._standalone_lifetime(None)
+        for earlier, later in itertools.pairwise(stamps[-(_SEEDED_GAPS + 1) :]):
+            try:
+                seconds = (later - earlier).total_seconds()
+            except TypeError:  # one stamp with a zone, one without
+                continue
+            if seconds >= 0:
+                self.stats.record_gap(seconds, lifetime)
 
     def _read_state(self, cwd: str) -> tuple[list[Any], list[_Index], str]:
         md = self._md
@@ -413,56 +462,85 @@ class Runner:
         static = self._static(parts)
         opening = estimate_tokens(_opening_text(project)) + 8
         final = estimate_tokens(_final_text(parts)) + 8
-        prompt = static + opening + window.window_tokens + window.new_tokens + final
+        stable = static + opening + window.window_tokens + window.new_tokens
+        prompt = stable + final
         warm = 0
         note = "memdir's cache cold"
         if self._standalone_cache is not None and now is not None:
-            sent_at, key, sent_end = self._standalone_cache
-            if now - sent_at < family.cache_ttl_seconds:
+            sent_at, key, sent_end, lifetime = self._standalone_cache
+            if now - sent_at < lifetime:
                 warm, note = static, "memdir's instructions cached"
                 if key == self._cache_key(parts, project, window):
                     seen = self.conversation.tokens_between(
                         window.start, min(sent_end, window.cursor)
                     )
                     warm, note = static + opening + seen, "memdir's window cached"
+        # Everything before the final message is the same in the next run, which reads it
+        # if it still lives: an hour's life costs more to write, and pays where this
+        # session's pauses are mostly longer than five minutes and shorter than an hour.
+        long = provider_of(self._model.name) == "anthropic" and long_ttl_pays(
+            family, self.stats, stable, stable - warm
+        )
         return RequestShape(
             family=family,
             model=self._model.name,
             prompt_tokens=prompt,
             warm_tokens=warm,
-            note=note,
+            note=note + (", written for an hour" if long else ""),
             priced=provider_of(self._model.name) is not None,
+            cache_ttl="1h" if long else None,
+            long_tokens=stable if long else 0,
         )
 
+    def _standalone_lifetime(self, ttl: str | None) -> float:
+        """How long memdir's own cached prefix lives unused: an hour with ``ttl: "1h"``,
+        a day on the OpenAI models that take ``prompt_cache_retention: "24h"``, else the
+        provider's default (five minutes)."""
+        family = self._family(self._model)
+        if ttl == "1h":
+            return LONG_TTL_SECONDS
+        if self._extended_retention():
+            return EXTENDED_RETENTION_SECONDS
+        return float(family.cache_ttl_seconds)
+
+    def _extended_retention(self) -> bool:
+        """Whether memdir's own requests ask OpenAI for its 24-hour retention: only on the
+        models its prompt-caching page lists (the model table's
+        ``extended_cache_retention``); others reject or ignore the parameter."""
+        if provider_of(self._model.name) != "openai":
+            return False
+        return bool(self._family(self._model).extended_cache_retention)
+
     def _standalone_steady(
-        self, parts: PromptParts, project: str, window: StandaloneWindow
-    ) -> CostEstimate | None:
-        """The standalone cost once standalone runs follow one another (see ``steady``);
-        None until a gap between two runs has been seen, to know how often they do."""
-        if self.stats.gaps == 0:
-            return None
+        self, parts: PromptParts, project: str, window: StandaloneWindow, long: bool
+    ) -> CostEstimate:
+        """The standalone cost once standalone runs follow one another (see ``steady``),
+        each writing for the lifetime this one does (an hour if ``long``): warm in the
+        share of gaps shorter than that lifetime. A cold run written for five minutes
+        starts no hour-long chain: the run after a longer pause would find it gone.
+
+        Before any gap has been seen, the shares are :class:`RunStats`' priors (half the
+        runs within five minutes): a session's first run may go standalone when even
+        those say its cold cache pays back, since every run that forks first and switches
+        later pays the same cold write, only later.
+        """
         hot = self._standalone_shape(parts, project, window, None)
-        family = hot.family
         static = self._static(parts)
         opening = estimate_tokens(_opening_text(project)) + 8
-        # A save changes only what follows the conversation: the window stays cached.
-        hot = RequestShape(
-            family=family,
-            model=hot.model,
-            prompt_tokens=hot.prompt_tokens,
+        # A save changes only what follows the conversation: the window stays cached, and
+        # each run writes its new messages (at the hour's price if ``long``).
+        stable = static + opening + window.window_tokens + window.new_tokens
+        hot = dataclasses.replace(
+            hot,
             warm_tokens=static + opening + window.window_tokens,
             note="memdir's cache warm",
-            priced=hot.priced,
+            long_tokens=stable if long else 0,
         )
-        cold = RequestShape(
-            family=family,
-            model=hot.model,
-            prompt_tokens=hot.prompt_tokens,
-            warm_tokens=0,
-            note="memdir's cache cold",
-            priced=hot.priced,
+        cold = dataclasses.replace(
+            hot, warm_tokens=0, note="memdir's cache cold", long_tokens=stable if long else 0
         )
-        return steady(hot, cold, self.stats)
+        # Written for an hour, memdir's cache outlives every gap under an hour.
+        return steady(hot, cold, self.stats, self.stats.hour_share if long else None)
 
     def _static(self, parts: PromptParts) -> int:
         key = parts.instructions
@@ -476,7 +554,9 @@ class Runner:
 
     def _cache_key(self, parts: PromptParts, project: str, window: StandaloneWindow) -> str:
         """What the standalone request's cached prefix holds, before the new messages."""
-        start = window.messages[0].uuid if window.messages and window.start < window.cursor else ""
+        # The first message sent after the opening one, window or new: a run whose window
+        # was empty cached its new messages from the same place.
+        start = window.messages[0].uuid if window.messages else ""
         digest = hashlib.sha256()
         for piece in (parts.instructions, project, str(window.start), start):
             digest.update(piece.encode("utf-8", "surrogatepass"))
@@ -505,7 +585,7 @@ class Runner:
             # The host's own request was too short for the provider to cache any of it:
             # there is nothing to read, however recent it is.
             warm, note = 0, "host request below the cache minimum"
-        elif age < family.cache_ttl_seconds:
+        elif age < _host_lifetime(params, family):
             warm, note = static + conversation - last, "host cache warm"
         elif long_lived and age < 3600.0:
             warm, note = long_lived, "host cache expired but for its one-hour part"
@@ -542,12 +622,20 @@ class Runner:
         tools: Sequence[Tool],
         gate: Any,
         context: ToolContext,
+        cache_ttl: str | None = None,
     ) -> ForkResult:
         params: dict[str, Any] = {}
         if provider_of(self._model.name) == "openai":
             # Routes every run of this memory directory to the same cache.
             key = hashlib.sha256(str(self._md.root).encode("utf-8", "surrogatepass"))
             params["prompt_cache_key"] = "memdir-" + key.hexdigest()[:24]
+            if self._extended_retention():
+                # Keeps the prefix a day, not minutes, at no extra price: a run after a
+                # long pause still reads instructions, tools and window. The fork never
+                # adds it: a host's retention is its own data-handling choice (24 hours
+                # is not zero-data-retention eligible), it changes neither the prefix nor
+                # the price, so the fork reads the host's cache without it.
+                params["prompt_cache_retention"] = "24h"
         cwd = os.getcwd()
         request = self._with_effort(
             CacheSafeParams(
@@ -570,6 +658,7 @@ class Runner:
             max_turns=self._config.max_turns,
             context=context,
             cache_points=sorted(set(points)),
+            cache_ttl=cache_ttl,
             end_after_writes=self._indexed,
         )
 
@@ -577,15 +666,20 @@ class Runner:
         """``request`` with :attr:`ExtractConfig.reasoning_effort` for an OpenAI reasoning
         model. OpenAI caches the prompt, not the generation settings, so a fork that
         reasons less still reads the host's cache."""
-        wanted = self._config.reasoning_effort
-        model = request.model.name
-        if wanted is None or provider_of(model) != "openai":
+        effort = self._effort(request.model)
+        if effort is None:
             return request
-        family = self._family(request.model)
-        if not family.reasoning or not family.reasoning_efforts:
-            return request
-        effort = family.reasoning_efforts[0] if wanted == "lowest" else wanted
         return dataclasses.replace(request, params={**request.params, "reasoning_effort": effort})
+
+    def _effort(self, model: Model) -> str | None:
+        """The ``reasoning_effort`` memdir's requests to ``model`` send, if any."""
+        wanted = self._config.reasoning_effort
+        if wanted is None or provider_of(model.name) != "openai":
+            return None
+        family = self._family(model)
+        if not family.reasoning or not family.reasoning_efforts:
+            return None
+        return family.reasoning_efforts[0] if wanted == "lowest" else wanted
 
     def _indexed(self, written: tuple[Path, ...]) -> bool:
         """Whether every memory written so far has its pointer in its directory's index.

@@ -97,7 +97,12 @@ def _unmarked_message(message: Mapping[str, Any]) -> dict[str, Any]:
     return dict(message)
 
 
-def _with_marker(message: dict[str, Any]) -> dict[str, Any] | None:
+def _marker(ttl: str | None) -> dict[str, str]:
+    """A ``cache_control`` value: the default lifetime, or ``ttl`` (``"1h"``)."""
+    return {**_EPHEMERAL, "ttl": ttl} if ttl is not None else dict(_EPHEMERAL)
+
+
+def _with_marker(message: dict[str, Any], ttl: str | None = None) -> dict[str, Any] | None:
     """A copy of ``message`` with a breakpoint on its last block that may carry one.
 
     The cached wire form is shared between requests, so only the copy changes. None when
@@ -107,14 +112,14 @@ def _with_marker(message: dict[str, Any]) -> dict[str, Any] | None:
     if isinstance(content, str):
         if not content:
             return None
-        block = {"type": "text", "text": content, "cache_control": dict(_EPHEMERAL)}
+        block = {"type": "text", "text": content, "cache_control": _marker(ttl)}
         return {**message, "content": [block]}
     if not isinstance(content, list):
         return None
     for position in range(len(content) - 1, -1, -1):
         if _markable(content[position]):
             blocks = list(content)
-            blocks[position] = {**content[position], "cache_control": dict(_EPHEMERAL)}
+            blocks[position] = {**content[position], "cache_control": _marker(ttl)}
             return {**message, "content": blocks}
     return None
 
@@ -126,8 +131,9 @@ def _markable_message(message: dict[str, Any]) -> bool:
     return isinstance(content, list) and any(_markable(b) for b in content)
 
 
-def _system_blocks(system: SystemPrompt) -> list[dict[str, Any]] | None:
-    """The system prompt as blocks, with a cache breakpoint on the last one.
+def _system_blocks(system: SystemPrompt, ttl: str | None = None) -> list[dict[str, Any]] | None:
+    """The system prompt as blocks, with a cache breakpoint (of lifetime ``ttl``, None for
+    the default) on the last one.
 
     A marker the caller already put on the last block stays as it is, with its TTL: a
     host that caches its system prompt for an hour keeps that hour.
@@ -140,7 +146,7 @@ def _system_blocks(system: SystemPrompt) -> list[dict[str, Any]] | None:
     else:
         blocks = [dict(b) for b in system]
     if blocks and not _marked(blocks[-1]):
-        blocks[-1]["cache_control"] = dict(_EPHEMERAL)
+        blocks[-1]["cache_control"] = _marker(ttl)
     return blocks
 
 
@@ -283,6 +289,8 @@ class AnthropicModel(ClientPerLoop["AsyncAnthropic"]):
         Breakpoints: the caller's own markers on tools and system blocks stay, with their
         TTLs; the last system block gets one if it has none; the last message gets one,
         and ``request.cache_points`` take what is left of Anthropic's four, latest first.
+        ``request.cache_ttl`` is the lifetime of the system block's and the points'
+        markers; the last message's has the default.
         """
         return self._assemble(request, self._wire.convert(request.messages))
 
@@ -297,7 +305,7 @@ class AnthropicModel(ClientPerLoop["AsyncAnthropic"]):
             messages = [*prefix, *messages]
         kwargs: dict[str, Any] = {"model": self.model, "max_tokens": _DEFAULT_MAX_TOKENS}
         kwargs.update(request.params)
-        system = _system_blocks(request.system)
+        system = _system_blocks(request.system, request.cache_ttl)
         tools = [dict(t) for t in request.tools]
         # A top-level automatic marker takes one of the four too.
         reserved = (1 if messages else 0) + (1 if _marked(request.params) else 0)
@@ -311,7 +319,10 @@ class AnthropicModel(ClientPerLoop["AsyncAnthropic"]):
         if points:
             messages = list(messages)
             for index in points:
-                marked = _with_marker(messages[index])
+                # The last message ends what changes each request: the default lifetime
+                # there, after the longer one of the stable prefix (longer ones first).
+                ttl = request.cache_ttl if index != points[-1] else None
+                marked = _with_marker(messages[index], ttl)
                 if marked is not None:
                     messages[index] = marked
         kwargs["messages"] = messages

@@ -87,6 +87,16 @@ class ModelRequest:
     between calls (a standalone memory run) still share everything before it. Providers
     that cache by prefix on their own ignore it.
     """
+    cache_ttl: str | None = None
+    """A longer lifetime for the cached prefix (Anthropic's ``ttl``: ``"1h"``), or None for
+    the provider's default (five minutes). It goes on the breakpoints that end the stable
+    prefix, the system prompt's and those at ``cache_points``; the last message's own
+    breakpoint keeps the default, since what follows the stable prefix changes each
+    request, and Anthropic wants longer lifetimes before shorter ones. A one-hour write
+    costs 2x the input price instead of 1.25x, so it pays only when requests come more
+    than five minutes and less than an hour apart. Providers without breakpoints
+    ignore it.
+    """
     wire_prefix: tuple[Mapping[str, Any], ...] = ()
     """Messages in the provider's own wire shape, sent as they are before ``messages``:
     the start of a conversation that was recorded as sent and holds what
