@@ -41,7 +41,7 @@ from memdir.extract._standalone import (
 )
 from memdir.extract._types import ExtractConfig, TurnContext
 from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
-from memdir.messages import Message, TextBlock, model_visible
+from memdir.messages import Message, TextBlock, ThinkingBlock, model_visible
 from memdir.models import Model
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
 from memdir.store import ENTRYPOINT_NAME, MemoryDir
@@ -195,6 +195,21 @@ def _turn_date(
         return None
 
 
+def _dropped_thinking(messages: Sequence[Message]) -> int | None:
+    """Where the turn under way starts (the index after its plain user message), when it
+    holds thinking that a following plain user message drops from the context (on the
+    models that keep only the last turn's); else None."""
+    start = len(messages)
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role == "user" and not message.is_tool_result:
+            break
+        start = index
+    if not any(isinstance(b, ThinkingBlock) for m in messages[start:] for b in m.content):
+        return None
+    return start
+
+
 def _host_has_memory_section(params: CacheSafeParams, messages: Sequence[Message]) -> bool:
     """Whether the host's system prompt tells its agent about memory: in the request's
     ``system``, or (OpenAI's way) in a system or developer message."""
@@ -324,7 +339,7 @@ class Runner:
                 host_memory=_host_has_memory_section(turn.params, messages),
             )
             sent = turn.last_request_at if turn.last_request_at is not None else reported_at
-            fork_shape = self._fork_shape(turn, fork_parts, len(messages), now - sent)
+            fork_shape = self._fork_shape(turn, fork_parts, messages, now - sent)
         # How often the next run finds what this one writes: within an hour where it is
         # written for one, else within the default lifetime.
         long = alone_shape.cache_ttl == "1h"
@@ -475,6 +490,10 @@ class Runner:
                         window.start, min(sent_end, window.cursor)
                     )
                     warm, note = static + opening + seen, "memdir's window cached"
+        if 0 < warm < family.min_cache_tokens:
+            # A prefix shorter than the model's cache minimum was never written (Opus 4.5
+            # caches from 4,096 tokens): instructions alone may be below it.
+            warm, note = 0, "memdir's prefix below the cache minimum"
         # Everything before the final message is the same in the next run, which reads it
         # if it still lives: an hour's life costs more to write, and pays where this
         # session's pauses are mostly longer than five minutes and shorter than an hour.
@@ -564,10 +583,11 @@ class Runner:
         return digest.hexdigest()
 
     def _fork_shape(
-        self, turn: TurnContext, parts: PromptParts, length: int, age: float
+        self, turn: TurnContext, parts: PromptParts, messages: Sequence[Message], age: float
     ) -> RequestShape:
         assert turn.params is not None
         params = turn.params
+        length = len(messages)
         family = self._family(params.model)
         static, long_lived = _host_static_tokens(params)
         if params.wire_messages:
@@ -587,6 +607,14 @@ class Runner:
             warm, note = 0, "host request below the cache minimum"
         elif age < _host_lifetime(params, family):
             warm, note = static + conversation - last, "host cache warm"
+            dropped = _dropped_thinking(messages) if not family.keeps_thinking else None
+            if dropped is not None:
+                # The fork's prompt, a plain user message, drops the turn's thinking: the
+                # request differs from the host's from that turn on, and only what comes
+                # before it is read (the host wrote it when the turn began).
+                before = conversation - self.conversation.raw_tokens_between(dropped, length)
+                warm = static + before
+                note = "host cache warm up to the turn its thinking is dropped from"
         elif long_lived and age < 3600.0:
             warm, note = long_lived, "host cache expired but for its one-hour part"
         else:
