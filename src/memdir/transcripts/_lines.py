@@ -22,6 +22,7 @@ __all__ = [
     "LINE_MAX_BYTES",
     "NotRegularError",
     "Overlong",
+    "is_overlong",
     "open_regular",
     "overlong_reason",
     "read_lines",
@@ -48,9 +49,17 @@ class Overlong:
     """Its length in bytes, without the newline."""
 
 
+_UNREAD = "skipped unread"
+
+
 def overlong_reason(size: int, cap: int = LINE_MAX_BYTES) -> str:
     """The one-line reason given for a skipped over-long line."""
-    return f"{_mb(size)}, longer than the {_mb(cap)} a line may hold; skipped unread"
+    return f"{_mb(size)}, longer than the {_mb(cap)} a line may hold; {_UNREAD}"
+
+
+def is_overlong(reason: str) -> bool:
+    """Whether a skipped line's ``reason`` is :func:`overlong_reason`'s."""
+    return reason.endswith(_UNREAD)
 
 
 def too_big_reason(size: int, cap: int = DOCUMENT_MAX_BYTES) -> str:
