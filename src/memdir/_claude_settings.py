@@ -123,7 +123,7 @@ def path_env_problem(name: str, value: str | None) -> str | None:
     except (OSError, ValueError):
         return None  # missing (made when memory is first saved) or unreadable: said later
     if not stat.S_ISDIR(st.st_mode):
-        return f"{name}={value!r} names a file, not a folder; fix or unset it"
+        return f"{name}={value!r}: it is a file, not a folder; fix or unset it"
     return None
 
 

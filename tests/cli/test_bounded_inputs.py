@@ -106,7 +106,7 @@ def test_an_unusable_config_dir_is_refused_told_and_logged(
     if bad == "a-file":
         config = tmp_path / "a-file"
         config.write_text("not a folder")
-        reason = f"CLAUDE_CONFIG_DIR={str(config)!r} names a file, not a folder"
+        reason = f"CLAUDE_CONFIG_DIR={str(config)!r}: it is a file, not a folder"
     else:
         config = tmp_path / bad
         reason = f"CLAUDE_CONFIG_DIR={str(config)!r} holds a line break or control character"
@@ -135,7 +135,7 @@ def test_the_worker_logs_where_it_can_when_the_folder_is_unusable(
     job = {"transcript_path": str(tmp_path / "s.jsonl"), "cwd": str(tmp_path)}
     assert run_job(job) == 2
     (logged,) = (tmp_path / "state" / "memdir" / "hook.log").read_text().splitlines()
-    assert "names a file, not a folder" in logged
+    assert "it is a file, not a folder" in logged
 
 
 @pytest.mark.parametrize("name", ["CLAUDE_CONFIG_DIR", "MEMDIR_DIR"])
@@ -143,7 +143,7 @@ def test_the_memory_folder_is_never_placed_by_a_broken_variable(name: str, tmp_p
     with pytest.raises(UsageError, match="holds a line break or control character"):
         default_memory_dir(tmp_path, env={"HOME": str(tmp_path), name: f"{tmp_path}/x\ny"})
     (tmp_path / "f").write_text("")
-    with pytest.raises(UsageError, match="names a file, not a folder"):
+    with pytest.raises(UsageError, match="it is a file, not a folder"):
         default_memory_dir(tmp_path, env={"HOME": str(tmp_path), name: str(tmp_path / "f")})
 
 
