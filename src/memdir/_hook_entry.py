@@ -22,7 +22,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TextIO
 
 from memdir._claude_settings import home_dir, path_env_problem
 from memdir._claude_setup import hook_memory_off
@@ -231,26 +231,36 @@ the last answer (some hundred KiB at the very most); more is not that input, and
 it whole would cost its size in memory twice over."""
 
 
-def read_payload(stream: BinaryIO, limit: int = STDIN_MAX_BYTES) -> tuple[object, str | None]:
+def read_payload(
+    stream: BinaryIO | TextIO | None, limit: int = STDIN_MAX_BYTES
+) -> tuple[object, str | None]:
     """The hook's JSON input read from ``stream``: ``(value, None)``, or ``(None, reason)``
-    with a one-line reason when it is over ``limit`` bytes, not UTF-8 or not JSON.
+    with a one-line reason when it is over ``limit`` bytes (characters, from a text
+    stream), not UTF-8 or not JSON. No stream (a host that closed stdin) reads as empty.
 
     Nesting too deep for the parser (``[[[[…``) is one such reason, never a traceback.
     """
     try:
-        data = stream.read(limit + 1)
-    except OSError as exc:
-        return None, f"cannot read stdin: {exc.strerror or exc}; nothing done"
+        data = stream.read(limit + 1) if stream is not None else b""
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"cannot read stdin: {_reason_of(exc)}; nothing done"
     if len(data) > limit:
         return None, f"stdin is over {limit // 2**20} MiB, not the hook's input; nothing done"
     try:
-        return json.loads(data.decode("utf-8") or "{}"), None
+        text = data if isinstance(data, str) else data.decode("utf-8")
+        return json.loads(text or "{}"), None
     except UnicodeDecodeError:
         return None, "stdin is not UTF-8 text; nothing done"
     except RecursionError:
         return None, "stdin nests deeper than the hook's JSON can; nothing done"
     except ValueError:
         return None, "stdin is not the hook's JSON; nothing done"
+
+
+def _reason_of(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def fallback_log_path(env: Mapping[str, str] | None = None) -> Path:
@@ -390,7 +400,9 @@ def run(args: Sequence[str]) -> bool:
     options = parse_options(args)
     if options is None:
         return False
-    payload, problem = read_payload(sys.stdin.buffer)
+    # The bytes under a text stdin, so a line's length is counted in bytes; a host that
+    # replaced stdin with a text stream of its own is read as that.
+    payload, problem = read_payload(getattr(sys.stdin, "buffer", sys.stdin))
     if problem is not None:
         _notice(problem)
         return True

@@ -73,7 +73,7 @@ def claude_code_hook(
     resumed as a fork; needs claude-agent-sdk). When none can run, Claude Code shows one
     line saying why and nothing is saved; the offline engine runs only as --model offline.
     """
-    payload, problem = read_payload(sys.stdin.buffer)
+    payload, problem = read_payload(getattr(sys.stdin, "buffer", sys.stdin))
     if problem is not None:
         click.echo(f"memdir hook: {problem}", err=True)
         log_elsewhere(problem)
