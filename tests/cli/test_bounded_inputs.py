@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 import tracemalloc
@@ -28,7 +29,7 @@ from memdir.errors import UsageError
 from memdir.store import default_memory_dir
 from memdir.transcripts import LINE_MAX_BYTES
 from tests.cli.conftest import TURNS, write_session
-from tests.cli.test_processes import env_for
+from tests.cli.test_processes import env_for, read_line
 from tests.transcripts.test_claude_code import Session
 
 MiB = 2**20
@@ -187,3 +188,51 @@ def test_extract_lists_a_line_over_the_cap_and_goes_on(tmp_path: Path) -> None:
         "skipped line 3: 33.0 MiB, longer than the 32.0 MiB a line may hold; skipped unread"
         in result.stdout
     )
+
+
+needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+
+
+@needs_fifo
+def test_the_hook_worker_refuses_a_fifo_and_ends(env: dict[str, str], tmp_path: Path) -> None:
+    # The worker Claude Code leaves behind after a Stop: it must end, and say why.
+    fifo = tmp_path / "session.jsonl"
+    os.mkfifo(fifo)
+    memory = tmp_path / "memory"
+    stdin = {"hook_event_name": "Stop", "transcript_path": str(fifo), "cwd": str(tmp_path)}
+    args = [*HOOK, "--memory-dir", str(memory), "--timeout", "50"]
+    ran = run_hook(args, json.dumps(stdin).encode(), env)
+    assert ran.returncode == 0
+    log = (memory / ".memdir" / "hook.log").read_text()
+    assert "extraction failed:" in log
+    assert "is a named pipe (FIFO), not a regular file" in log
+
+
+@needs_fifo
+def test_watch_reports_a_fifo_once_and_keeps_watching(env: dict[str, str], tmp_path: Path) -> None:
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    os.mkfifo(folder / "pipe.jsonl")
+    write_session(folder / "real.jsonl", TURNS[:1])
+    args = [sys.executable, "-m", "memdir", "watch", str(folder), "--json", "--interval", "0.05"]
+    args += ["--model", "offline", "--memory-dir", str(tmp_path / "memory")]
+    with subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    ) as child:
+        assert child.stdout is not None
+        try:
+            events = [json.loads(read_line(child.stdout))["event"] for _ in range(3)]
+        finally:
+            child.terminate()
+            child.communicate(timeout=60)
+    # Sorted by name, the pipe first: refused in one line, then the real session is read.
+    assert events == ["watching", "unreadable", "extracted"]
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_extract_refuses_a_link_to_dev_zero_at_once(tmp_path: Path) -> None:
+    (tmp_path / "s.jsonl").symlink_to("/dev/zero")
+    result = CliRunner().invoke(cli, ["extract", "--model", "offline", str(tmp_path / "s.jsonl")])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert "is a character device, not a regular file" in result.stderr
