@@ -236,3 +236,16 @@ def test_extract_refuses_a_link_to_dev_zero_at_once(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1
     assert "is a character device, not a regular file" in result.stderr
+
+
+def test_memdir_log_points_at_the_log_of_a_hook_that_could_not_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "a-file"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    result = CliRunner().invoke(cli, ["log", "--project", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert "it is a file, not a folder" in result.stderr
+    assert f"(the hook logs to {tmp_path / 'state' / 'memdir' / 'hook.log'})" in result.stderr
