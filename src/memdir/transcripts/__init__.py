@@ -10,7 +10,7 @@ import dataclasses
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -109,7 +109,7 @@ def _head(handle: BinaryIO) -> bytes:
     return b""
 
 
-def _numbered_lines(handle: BinaryIO, skipped: list[SkippedLine]) -> Iterator[tuple[int, str]]:
+def _numbered_lines(handle: BinaryIO, skipped: list[SkippedLine]) -> Generator[tuple[int, str], None, None]:
     """The non-blank lines of ``handle`` as text, read a chunk at a time; lines that are
     not UTF-8 or over :data:`LINE_MAX_BYTES` go to ``skipped`` instead."""
     for number, raw in read_lines(handle):
@@ -131,6 +131,30 @@ def _is_entry(text: str) -> bool:
         return is_claude_code_entry(json.loads(text))
     except (ValueError, RecursionError):
         return False
+
+
+def _sniff_lines(handle: BinaryIO) -> tuple[str, object]:
+    """What the first lines of a file that starts with ``{`` say it is, reading no more
+    than two lines: ``("lines", None)`` when the first is a JSON value and is a Claude Code
+    entry or has lines after it; ``("document", value)`` when it is a JSON value alone in
+    the file; ``("unknown", None)`` otherwise (a document spread over lines, or none).
+
+    So a session is never read whole just to learn that it is not one JSON document.
+    """
+    lines = _numbered_lines(handle, [])
+    try:
+        first = next(lines, None)
+        if first is None:
+            return "unknown", None
+        try:
+            value = json.loads(first[1])
+        except (ValueError, RecursionError):
+            return "unknown", None
+        if is_claude_code_entry(value) or next(lines, None) is not None:
+            return "lines", None
+        return "document", value
+    finally:
+        lines.close()
 
 
 def _first_entry(handle: BinaryIO) -> bool:
@@ -188,8 +212,10 @@ def load_transcript(path: str | os.PathLike[str]) -> Transcript:
         if head == b"[" and size > DOCUMENT_MAX_BYTES:
             raise TranscriptError(file, too_big_reason(size))
         handle.seek(0)
-        first = next(iter(_numbered_lines(handle, [])), None)
-        if size <= DOCUMENT_MAX_BYTES and not (first is not None and _is_entry(first[1])):
+        kind, payload = _sniff_lines(handle) if head == b"{" else ("unknown", None)
+        if kind == "document":
+            return load_chat(file, payload)
+        if kind == "unknown" and size <= DOCUMENT_MAX_BYTES:
             handle.seek(0)
             whole, payload = _whole_json(file, handle, head)
             if whole and not is_claude_code_entry(payload):
