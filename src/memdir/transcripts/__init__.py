@@ -109,7 +109,9 @@ def _head(handle: BinaryIO) -> bytes:
     return b""
 
 
-def _numbered_lines(handle: BinaryIO, skipped: list[SkippedLine]) -> Generator[tuple[int, str], None, None]:
+def _numbered_lines(
+    handle: BinaryIO, skipped: list[SkippedLine]
+) -> Generator[tuple[int, str], None, None]:
     """The non-blank lines of ``handle`` as text, read a chunk at a time; lines that are
     not UTF-8 or over :data:`LINE_MAX_BYTES` go to ``skipped`` instead."""
     for number, raw in read_lines(handle):
