@@ -55,6 +55,7 @@ from memdir.models._anthropic import MEMDIR_ANTHROPIC_API_KEY_ENV
 from memdir.permissions import auto_mem_can_use_tool
 from memdir.state import SessionState, StateFile
 from memdir.store import MemoryDir, format_manifest
+from memdir.transcripts._lines import NotRegularError, Overlong, open_regular, read_lines
 
 if TYPE_CHECKING:
     from memdir.telemetry import Sink
@@ -164,13 +165,19 @@ def _host_request(path: Path) -> _HostRequest:
     requested = answered = display = None
     tools: list[str] | None = None
     try:
-        with path.open(encoding="utf-8", errors="replace") as lines:
-            for line in lines:
+        # Line by line in bounded memory, as the loader reads it (an over-long line is
+        # no part of any request); never a pipe or a device.
+        handle, _ = open_regular(path)
+        with handle:
+            for _, raw in read_lines(handle):
+                if isinstance(raw, Overlong):
+                    continue
+                line = raw.decode("utf-8", errors="replace")
                 if '"api-request' not in line and '"assistant"' not in line:
                     continue
                 try:
                     entry = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 if not isinstance(entry, dict):
                     continue
@@ -193,7 +200,7 @@ def _host_request(path: Path) -> _HostRequest:
                     display = shown if isinstance(shown, str) else None
                 elif kind == "assistant":
                     answered = name
-    except OSError:
+    except (OSError, NotRegularError):
         return _HostRequest(None, ())
     missing = () if tools is None else tuple(t for t in _SDK_ONLY_TOOLS if t not in tools)
     return _HostRequest(requested or answered, missing, display)

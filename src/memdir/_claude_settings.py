@@ -38,6 +38,7 @@ __all__ = [
     "home_dir",
     "managed_settings_files",
     "memory_switched_off",
+    "path_env_problem",
     "read_settings",
     "settings_files",
     "settings_sources",
@@ -99,6 +100,31 @@ def claude_config_home(env: Mapping[str, str] | None = None) -> Path:
     if configured is not None:
         return Path(unicodedata.normalize("NFC", configured))
     return Path(unicodedata.normalize("NFC", posixpath.join(home_dir(env), ".claude")))
+
+
+def path_env_problem(name: str, value: str | None) -> str | None:
+    """Why the environment's ``name``, a folder path, cannot be used, or None when it can
+    (or is unset).
+
+    Refused: a control character (a line break pasted into a shell profile, a NUL) --
+    the folder it names is not the one anyone meant, and memory saved there would be
+    found by no one; and a path that exists but is not a folder, where nothing can be
+    saved at all. A relative or empty ``CLAUDE_CONFIG_DIR`` is not refused: Claude Code
+    reads it from its working directory, and so does memdir, to share that memory.
+    """
+    if value is None:
+        return None
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        return f"{name}={value!r} holds a line break or control character; fix or unset it"
+    if not os.path.isabs(value):
+        return None  # relative to a project folder the caller knows; checked on use
+    try:
+        st = os.stat(value)
+    except (OSError, ValueError):
+        return None  # missing (made when memory is first saved) or unreadable: said later
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{name}={value!r}: it is a file, not a folder; fix or unset it"
+    return None
 
 
 def managed_settings_files() -> list[Path]:

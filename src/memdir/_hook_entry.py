@@ -11,6 +11,7 @@ to ``.memdir/hook.log`` in the memory folder.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import importlib.machinery
 import importlib.util
 import json
@@ -20,21 +21,28 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO, TextIO
 
+from memdir._claude_settings import home_dir, path_env_problem
 from memdir._claude_setup import hook_memory_off
+from memdir._private import make_private_dirs, open_private
 
 __all__ = [
     "ANSWER_TAIL_CHARS",
     "API_KEY_VARS",
     "FORK_ENV",
     "NO_MODEL_MESSAGE",
+    "STDIN_MAX_BYTES",
     "Backend",
     "HookOptions",
     "choose_backend",
+    "fallback_log_path",
     "find_claude_code",
     "job_from",
+    "log_elsewhere",
     "parse_options",
+    "read_payload",
     "run",
     "start",
 ]
@@ -217,9 +225,91 @@ NO_MODEL_MESSAGE = (
 )
 
 
-def _notice(message: str) -> None:
+STDIN_MAX_BYTES = 8 * 2**20
+"""The most of the hook's stdin read. A Stop hook's input is a few fields and the tail of
+the last answer (some hundred KiB at the very most); more is not that input, and reading
+it whole would cost its size in memory twice over."""
+
+
+def read_payload(
+    stream: BinaryIO | TextIO | None, limit: int = STDIN_MAX_BYTES
+) -> tuple[object, str | None]:
+    """The hook's JSON input read from ``stream``: ``(value, None)``, or ``(None, reason)``
+    with a one-line reason when it is over ``limit`` bytes (characters, from a text
+    stream), not UTF-8 or not JSON. No stream (a host that closed stdin) reads as empty.
+
+    Nesting too deep for the parser (``[[[[…``) is one such reason, never a traceback.
+    """
+    try:
+        data = stream.read(limit + 1) if stream is not None else b""
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"cannot read stdin: {_reason_of(exc)}; nothing done"
+    if len(data) > limit:
+        return None, f"stdin is over {limit // 2**20} MiB, not the hook's input; nothing done"
+    try:
+        text = data if isinstance(data, str) else data.decode("utf-8")
+        return json.loads(text or "{}"), None
+    except UnicodeDecodeError:
+        return None, "stdin is not UTF-8 text; nothing done"
+    except RecursionError:
+        return None, "stdin nests deeper than the hook's JSON can; nothing done"
+    except ValueError:
+        return None, "stdin is not the hook's JSON; nothing done"
+
+
+def _reason_of(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def fallback_log_path(env: Mapping[str, str] | None = None) -> Path:
+    """Where a hook that cannot reach its memory folder logs: memdir's folder for logs
+    under the user's state folder (``$XDG_STATE_HOME`` or ``~/.local/state``; macOS
+    ``~/Library/Logs``; Windows ``%LOCALAPPDATA%``), file ``hook.log``."""
+    environ = os.environ if env is None else env
+    home = home_dir(environ)
+    if sys.platform == "win32":
+        base = environ.get("LOCALAPPDATA") or os.path.join(home, "AppData", "Local")
+    elif sys.platform == "darwin":
+        base = os.path.join(home, "Library", "Logs")
+    else:
+        state = environ.get("XDG_STATE_HOME", "")
+        base = state if os.path.isabs(state) else os.path.join(home, ".local", "state")
+    return Path(base, "memdir", "hook.log")
+
+
+def log_elsewhere(message: str, env: Mapping[str, str] | None = None) -> None:
+    """Append one timestamped line to :func:`fallback_log_path`: the hook's output goes
+    nowhere anyone looks, so what stopped it must land in a file. Never raises."""
+    path = fallback_log_path(env)
+    stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+    line = " ".join(message.split())
+    try:
+        make_private_dirs(path.parent)
+        fd = open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        with open(fd, "a", encoding="utf-8") as stream:
+            stream.write(f"{stamp.replace('+00:00', 'Z')} {line}\n")
+    except (OSError, ValueError):
+        pass
+
+
+def _notice(message: str, env: Mapping[str, str] | None = None) -> None:
     # Only a notice: the hook always exits 0 so that Claude Code carries on untouched.
+    # Claude Code keeps a hook's stderr out of sight, so the line also goes to a file.
     sys.stderr.write(f"memdir hook: {message}\n")
+    log_elsewhere(message, env)
+
+
+def _unusable_folder(job: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
+    """Why the path that would place the job's memory folder is unusable, or None: the
+    hook's ``--memory-dir``, else ``$MEMDIR_DIR``, else ``$CLAUDE_CONFIG_DIR``."""
+    chosen = job.get("memory_dir")
+    if isinstance(chosen, str) and chosen:
+        return path_env_problem("--memory-dir", chosen)
+    if env.get("MEMDIR_DIR"):
+        return path_env_problem("MEMDIR_DIR", env["MEMDIR_DIR"])
+    return path_env_problem("CLAUDE_CONFIG_DIR", env.get("CLAUDE_CONFIG_DIR"))
 
 
 def job_from(payload: object, options: HookOptions) -> dict[str, Any] | str | None:
@@ -268,7 +358,12 @@ def start(payload: object, options: HookOptions, *, env: Mapping[str, str] | Non
     if job is None:
         return
     if isinstance(job, str):
-        _notice(job)
+        _notice(job, environ)
+        return
+    unusable = _unusable_folder(job, environ)
+    if unusable is not None:  # the worker could find no folder to save in, or to log to
+        _tell_user(f"memdir saved no memories: {unusable}")
+        _notice(unusable, environ)
         return
     if hook_memory_off(job, env):  # Claude Code's memory is off: neither start nor write
         return
@@ -291,7 +386,7 @@ def start(payload: object, options: HookOptions, *, env: Mapping[str, str] | Non
             start_new_session=True,  # outlives the hook, and Claude Code's signals
         )
     except OSError as exc:
-        _notice(f"cannot start the extraction: {exc.strerror or exc}")
+        _notice(f"cannot start the extraction: {exc.strerror or exc}", environ)
         return
     if options.timeout > 0:
         # Past the timeout it is still working; it saves its cursor when done.
@@ -305,14 +400,11 @@ def run(args: Sequence[str]) -> bool:
     options = parse_options(args)
     if options is None:
         return False
-    try:
-        raw = sys.stdin.read()
-    except (OSError, UnicodeDecodeError):
-        raw = ""
-    try:
-        payload = json.loads(raw or "{}")
-    except ValueError:
-        _notice("stdin is not the hook's JSON; nothing done")
+    # The bytes under a text stdin, so a line's length is counted in bytes; a host that
+    # replaced stdin with a text stream of its own is read as that.
+    payload, problem = read_payload(getattr(sys.stdin, "buffer", sys.stdin))
+    if problem is not None:
+        _notice(problem)
         return True
     try:
         start(payload, options)

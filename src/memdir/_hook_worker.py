@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from memdir._claude_setup import hook_memory_off
-from memdir._hook_entry import ANSWER_TAIL_CHARS
+from memdir._hook_entry import ANSWER_TAIL_CHARS, log_elsewhere
 from memdir._private import make_private_dirs, open_private
 from memdir.errors import MemdirError, one_line
 
@@ -206,15 +206,17 @@ def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
     """Do one hook job; returns the exit status (0 done, 1 failed, 2 unusable job)."""
     if hook_memory_off(job, note_folder=stream is None):  # Claude Code's memory is off
         return 0
+    # Without a memory folder there is no hook.log: the reason goes to memdir's own log
+    # (see log_elsewhere), since this process's stderr reaches no one.
     try:
         memory_root = memory_root_for(job)
     except MemdirError as exc:
-        sys.stderr.write(f"memdir hook: {one_line(exc)}\n")
+        _unusable(f"nothing done for {job.get('transcript_path')}: {one_line(exc)}")
         return 2
     try:
         handle = stream if stream is not None else open_log(memory_root)
     except OSError as exc:
-        sys.stderr.write(f"memdir hook: cannot use {memory_root}: {exc.strerror or exc}\n")
+        _unusable(f"cannot use {memory_root}: {exc.strerror or exc}")
         return 2
     log = HookLog(handle)
     try:
@@ -226,6 +228,11 @@ def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
         path = Path(os.path.expanduser(str(job["transcript_path"])))
         tail = job.get("answer_tail")
         transcript = load_settled(path, tail if isinstance(tail, str) else None)
+        from memdir.transcripts._lines import is_overlong
+
+        for skipped in transcript.skipped:
+            if is_overlong(skipped.reason):  # routine skips (unknown types) stay quiet
+                log.line(f"skipped line {skipped.line} of {path}: {skipped.reason}")
         base_url = job.get("base_url")
         model = job.get("model")
         cli_path = job.get("claude_path")
@@ -252,6 +259,11 @@ def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
     finally:
         if stream is None:
             handle.close()
+
+
+def _unusable(message: str) -> None:
+    sys.stderr.write(f"memdir hook: {message}\n")
+    log_elsewhere(message)
 
 
 def _mode(value: object) -> Mode:

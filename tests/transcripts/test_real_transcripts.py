@@ -6,6 +6,7 @@ the tests skip when that folder is absent.
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,8 @@ def counts(messages: Any) -> tuple[int, int]:
 def single_path_counts(path: Path) -> tuple[int, int]:
     """Calls and results on the one parentUuid path from the newest leaf, nothing more."""
     skipped: list[Any] = []
-    nodes, _ = _read_nodes(_numbered_lines(path.read_bytes(), skipped), skipped, RequestRecords())
+    lines = _numbered_lines(io.BytesIO(path.read_bytes()), skipped)
+    nodes, _ = _read_nodes(lines, skipped, RequestRecords())
     main = [n for n in nodes if not n.sidechain] or [n for n in nodes if n.sidechain]
     return counts(_merge_responses(_current_branch(main, _link(main))))
 

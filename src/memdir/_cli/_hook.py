@@ -10,14 +10,13 @@ This command is what ``--help`` shows, and it runs the same path.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import click
 
 from memdir._cli._common import base_url_option, memory_dir_option, model_option
-from memdir._hook_entry import HookOptions, start
+from memdir._hook_entry import HookOptions, log_elsewhere, read_payload, start
 
 
 @click.group("hook")
@@ -74,10 +73,10 @@ def claude_code_hook(
     resumed as a fork; needs claude-agent-sdk). When none can run, Claude Code shows one
     line saying why and nothing is saved; the offline engine runs only as --model offline.
     """
-    try:
-        payload = json.loads(sys.stdin.read() or "{}")
-    except ValueError:
-        click.echo("memdir hook: stdin is not the hook's JSON; nothing done", err=True)
+    payload, problem = read_payload(getattr(sys.stdin, "buffer", sys.stdin))
+    if problem is not None:
+        click.echo(f"memdir hook: {problem}", err=True)
+        log_elsewhere(problem)
         return
     options = HookOptions(
         memory_dir=str(memory_dir) if memory_dir is not None else None,

@@ -34,6 +34,7 @@ from memdir._claude_setup import (
     uninstall_hook,
 )
 from memdir._cli._common import EXIT_FAILED, fail, guarded, json_option, print_json
+from memdir._hook_entry import fallback_log_path
 from memdir.errors import UsageError
 
 project_option = click.option(
@@ -191,7 +192,8 @@ def log_command(
         try:
             memory_dir, _ = memory_folder(project, hook_env(project), chosen)
         except UsageError as exc:
-            fail(str(exc), kind="memory_dir")
+            # With no folder, the hook logs what stopped it in memdir's own log.
+            fail(f"{exc} (the hook logs to {fallback_log_path()})", kind="memory_dir")
     found = read_runs(memory_dir, None)
     if failed:
         found = [r for r in found if r.outcome == "failed"]
@@ -202,6 +204,8 @@ def log_command(
     if not found:
         what = "failed runs" if failed else "hook runs"
         click.echo(f"memdir: no {what} logged in {memory_dir / '.memdir' / 'hook.log'}")
+        if fallback_log_path().exists():  # a hook that found no folder logs there
+            click.echo(f"memdir: a hook that could not run says why in {fallback_log_path()}")
         return
     for run in found:
         _echo_run(run)

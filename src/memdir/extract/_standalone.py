@@ -75,9 +75,14 @@ def estimate_tokens(text: str) -> int:
     return len(text) // _CHARS_PER_TOKEN + 1
 
 
+# ~25k tokens, a quarter of the standalone window's default budget: a pasted log or dump
+# never fills a request alone (a 50 MB message was once sent whole), ordinary text passes.
+TEXT_BLOCK_CHARS = 100_000
+
+
 def _render_block(block: object, limit: int) -> str:
     if isinstance(block, TextBlock):
-        return block.text
+        return _cut(block.text, TEXT_BLOCK_CHARS)
     if isinstance(block, ToolUseBlock):
         arguments = json.dumps(dict(block.input), ensure_ascii=False, sort_keys=True)
         return f"[called tool {block.name} with {_cut(arguments, limit)}]"

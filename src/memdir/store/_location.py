@@ -27,6 +27,7 @@ from memdir._claude_settings import (
     claude_config_home,
     home_dir,
     managed_settings_files,
+    path_env_problem,
     read_settings,
 )
 from memdir.errors import UsageError
@@ -367,12 +368,17 @@ def default_memory_dir(
     The project directory is resolved through symlinks first, as a process's working
     directory is.
 
-    Raises :class:`~memdir.errors.UsageError` when ``$MEMDIR_DIR`` is set but unusable.
+    Raises :class:`~memdir.errors.UsageError` when ``$MEMDIR_DIR``, or the
+    ``$CLAUDE_CONFIG_DIR`` the folder would be under, is set but unusable (see
+    :func:`~memdir._claude_settings.path_env_problem`).
     """
     env = os.environ if env is None else env
     home = home_dir(env)
     explicit = env.get(MEMDIR_DIR_ENV)
     if explicit:
+        problem = path_env_problem(MEMDIR_DIR_ENV, explicit)
+        if problem is not None:
+            raise UsageError(problem)
         chosen = _valid_override(explicit, home=home)
         if chosen is None:
             raise UsageError(
@@ -383,6 +389,10 @@ def default_memory_dir(
     cowork = _valid_override(env.get(_COWORK_OVERRIDE_ENV), home=None)
     if cowork is not None:
         return cowork
+    if config_home is None:
+        problem = path_env_problem(_CONFIG_DIR_ENV, env.get(_CONFIG_DIR_ENV))
+        if problem is not None:
+            raise UsageError(problem)
 
     raw_project = os.fspath(project_root)
     if raw_project == "~" or raw_project.startswith("~/"):
