@@ -84,7 +84,10 @@ def test_a_save_leaves_the_next_runs_prefix_cached(tmp_path: Path) -> None:
     strip = _without_cache_marks
     assert strip(two["messages"][:covered]) == strip(one["messages"][:covered])
     assert "freeze.md" in str(two["messages"][-1])
-    assert "freeze.md" not in str(one["messages"][-1])
+    # The list of memory files in the first message stays as it was; the new memory is
+    # named after the conversation, as changed since.
+    final = two["messages"][-1]["content"][0]["text"]
+    assert "## Memory files changed since the list above\n\n- [project] freeze.md" in final
     # And the provider reads it: all of it but the first run's last message.
     assert first.usage is not None
     assert second.usage is not None

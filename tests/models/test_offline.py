@@ -20,6 +20,7 @@ from memdir.extract import (
     build_extract_auto_only_prompt,
     build_extract_combined_prompt,
 )
+from memdir.extract._prompts import changed_section
 from memdir.fork import CacheSafeParams
 from memdir.messages import Message, ToolResultBlock, ToolUseBlock
 from memdir.models import Model, ModelRequest, ModelResponse, OfflineModel
@@ -32,7 +33,13 @@ from memdir.models._offline_request import (
 )
 from memdir.models._offline_rules import Candidate, Forget, find_cues
 from memdir.models._offline_text import resolve_dates, similarity
-from memdir.store import MemoryDir, contains_secret, format_manifest, parse_memory_file
+from memdir.store import (
+    MemoryDir,
+    MemoryHeader,
+    contains_secret,
+    format_manifest,
+    parse_memory_file,
+)
 from memdir.telemetry import Event
 from memdir.tools import builtin_tools
 
@@ -505,6 +512,13 @@ def test_every_prompt_pattern_matches_some_real_prompt() -> None:
         build_extract_combined_prompt(3, "- b.md (2026-01-01T00:00:00.000Z)", skip, memory_dir="/m")
         for skip in (False, True)
     ]
+    # What memdir's own request adds around the prompt: its first message, and the memory
+    # files changed since the list in it.
+    header = MemoryHeader(
+        filename="c.md", path=Path("/m/c.md"), mtime=0.0, name="c", description="c", type="user"
+    )
+    prompts.append(changed_section([header], ["d.md"]))
+    prompts.append("The conversation follows; memdir's request comes after it.")
     for name, pattern in PROMPT_PATTERNS.items():
         assert any(pattern.search(p) for p in prompts), name
     assert parse_extraction_prompt("# Memory update\n\nSomething else") is None
@@ -640,3 +654,24 @@ def test_read_results_keep_only_whole_files() -> None:
     )
     own = [Message(role="assistant", content=uses), Message(role="user", content=results)]
     assert read_results(own) == {"/m/a.md": "---\nname: A\n", "/m/b.md": None, "/m/c.md": ""}
+
+
+def test_a_standalone_requests_changes_since_its_list_update_the_list() -> None:
+    text = (
+        "# Memory update\n\nYou are now the memory agent for this conversation. Look at the "
+        "last ~2 messages above.\n\nThe memory directory is `/m`.\n\n"
+        "## Memory files changed since the list above\n\n"
+        "- [user] a.md (2026-01-02T00:00:00.000Z): the new a\n"
+        "- [project] c.md (2026-01-02T00:00:00.000Z): c\n- removed: b.md\n\n"
+        "Each line here replaces the list's line for its file.\n\n"
+        "The conversation follows; memdir's request comes after it.\n\n"
+        "## Existing memory files\n\n"
+        "- [user] a.md (2026-01-01T00:00:00.000Z): the old a\n"
+        "- [user] b.md (2026-01-01T00:00:00.000Z): b\n"
+    )
+    parsed = parse_extraction_prompt(text)
+    assert parsed is not None
+    assert {e.filename: e.description for e in parsed.manifest} == {
+        "a.md": "the new a",
+        "c.md": "c",
+    }

@@ -50,6 +50,7 @@ __all__ = [
     "PromptParts",
     "build_extract_auto_only_prompt",
     "build_extract_combined_prompt",
+    "changed_section",
     "extract_prompt_parts",
     "has_memory_section",
 ]
@@ -89,6 +90,15 @@ _MANIFEST = """\
 
 Update a listed file rather than duplicate it; fix or remove one the conversation shows \
 is wrong."""
+
+_CHANGED = """\
+## Memory files changed since the list above
+
+{lines}
+
+Each line here replaces the list's line for its file."""
+
+_REMOVED = "- removed: {filename}"
 
 _TOO_MANY = """\
 ## What the memory directory holds
@@ -683,6 +693,14 @@ def _relevant(memories: Sequence[MemoryHeader], new_text: str, limit: int) -> fr
     scored.sort(key=lambda item: (-item[0], item[1]))
     ranked = [*named, *(memories[index].filename for _, index in scored)]
     return frozenset(list(dict.fromkeys(ranked))[:limit])
+
+
+def changed_section(changed: Sequence[MemoryHeader], removed: Sequence[str]) -> str:
+    """What changed in the memory directory since a list of its files was shown: a line
+    for each memory written since (new or changed), one for each file gone."""
+    lines = [format_manifest(changed)] if changed else []
+    lines += [_REMOVED.format(filename=name) for name in removed]
+    return _CHANGED.format(lines="\n".join(lines)) if lines else ""
 
 
 def _topic_of(filename: str) -> str:

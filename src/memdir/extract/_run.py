@@ -32,7 +32,12 @@ from memdir.extract._planner import (
     plan_run,
     steady,
 )
-from memdir.extract._prompts import PromptParts, extract_prompt_parts, has_memory_section
+from memdir.extract._prompts import (
+    PromptParts,
+    changed_section,
+    extract_prompt_parts,
+    has_memory_section,
+)
 from memdir.extract._standalone import (
     RenderedConversation,
     StandaloneWindow,
@@ -44,7 +49,7 @@ from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
 from memdir.messages import Message, TextBlock, ThinkingBlock, model_visible
 from memdir.models import Model
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
-from memdir.store import ENTRYPOINT_NAME, MemoryDir
+from memdir.store import ENTRYPOINT_NAME, MemoryDir, MemoryHeader
 from memdir.telemetry import Sink
 from memdir.tools import (
     FileStamp,
@@ -157,9 +162,11 @@ _OPENING = "The conversation follows; memdir's request comes after it."
 
 
 def _opening_text(project: str) -> str:
-    """The standalone request's first message: the project's instruction files, if any.
+    """The standalone request's first message: the list of memory files as it was when
+    the window's start was set, and the project's instruction files (``project`` holds
+    both, either may be empty).
 
-    They change rarely, so they sit before the conversation, in the cached prefix; the
+    Both change rarely, so they sit before the conversation, in the cached prefix; the
     message is there even without them, so that the conversation after it may start with
     either role."""
     return f"{_OPENING}\n\n{project}" if project else _OPENING
@@ -245,6 +252,9 @@ class Runner:
         its new messages, the index after its last message, and how long that prefix
         lives unused."""
         self._static_tokens: dict[str, int] = {}
+        self._listed: tuple[int, str, dict[str, float]] | None = None
+        """The list of memory files memdir's own request shows before the conversation:
+        the window's start it was made for, its text, and each file's mtime then."""
         self._floor = 0
         """The earliest start of the standalone window (see :meth:`_window_floor`)."""
         self._last_run_at: float | None = None
@@ -326,7 +336,15 @@ class Runner:
             self.stats.record_gap(now - self._last_run_at, lifetime)
         self._last_run_at = now
         alone_count = len(model_visible(messages[cursor : window.end]))
+        # memdir's own request shows the list of memory files before the conversation, as
+        # it was when the window's start was set, and what changed since after it: a save
+        # then changes nothing the next run reads from the cache.
         alone_parts = parts_for(alone_count, newest_first=False, end=window.end)
+        listed, changed = self._listing(alone_parts.listing, headers, window.start)
+        project = "\n\n".join(p for p in (listed, project) if p)
+        alone_parts = dataclasses.replace(
+            alone_parts, listing="", state="\n\n".join(p for p in (changed, alone_parts.state) if p)
+        )
         alone_shape = self._standalone_shape(alone_parts, project, window, now)
         fork_shape: RequestShape | None = None
         fork_parts: PromptParts | None = None
@@ -413,6 +431,27 @@ class Runner:
             message_count=count,
             cost=bill(result.usage, family.prices),
         )
+
+    def _listing(
+        self, listing: str, headers: Sequence[MemoryHeader], start: int
+    ) -> tuple[str, str]:
+        """The list of memory files memdir's own request shows before the conversation, and
+        what changed in the directory since that list was made.
+
+        The list is remade whenever the window's start moves (the message after the list
+        is then new anyway, and nothing after it is read from the cache); until then each
+        run shows the same list, and a short section after the conversation names the
+        memories written or removed since. Past the listing budget there is no list."""
+        signature = {h.filename: h.mtime for h in headers}
+        kept = self._listed
+        listable = len(headers) <= self._config.memory_list_entries
+        if not listable or kept is None or kept[0] != start:
+            self._listed = (start, listing, signature) if listable else None
+            return listing, ""
+        _, text, before = kept
+        changed = [h for h in headers if before.get(h.filename) != h.mtime]
+        removed = sorted(set(before) - set(signature))
+        return text, changed_section(changed, removed)
 
     def _window_floor(self, cursor: int) -> int:
         """Where the standalone window starts: the same message from run to run, so that

@@ -46,6 +46,13 @@ PROMPT_PATTERNS: Final[Mapping[str, re.Pattern[str]]] = types.MappingProxyType(
             re.M | re.S,
         ),
         "manifest": re.compile(r"^## Existing memory files\n(.*?)(?=^## |\Z)", re.M | re.S),
+        # Memories written or removed since a standalone request's list was first shown.
+        "changed": re.compile(
+            r"^## Memory files changed since the list above\n(.*?)(?=^## |\Z)", re.M | re.S
+        ),
+        "removed": re.compile(r"^- removed: (.+\.md)$", re.M),
+        # The first message of a standalone request, which holds the list of memory files.
+        "opening": re.compile(r"\AThe conversation follows; memdir's request comes after it\."),
         "manifest_line": re.compile(
             r"^- (?:\[(?P<type>user|feedback|project|reference)\] )?(?P<file>.+?\.md) "
             r"\((?P<mtime>[^()]*)\)(?:: (?P<description>.*))?$",
@@ -106,6 +113,18 @@ def prompt_format(text: str) -> MemoryFormat | None:
     return None
 
 
+def _entries(section: str) -> list[ManifestEntry]:
+    out = []
+    for line in PROMPT_PATTERNS["manifest_line"].finditer(section):
+        kind = next((t for t in MEMORY_TYPES if t == line.group("type")), None)
+        out.append(
+            ManifestEntry(
+                filename=line.group("file"), type=kind, description=line.group("description") or ""
+            )
+        )
+    return out
+
+
 def parse_extraction_prompt(text: str) -> ExtractionPrompt | None:
     """The facts in an extraction prompt, or ``None`` when ``text`` is not one."""
     if PROMPT_PATTERNS["opener"].search(text) is None:
@@ -115,16 +134,12 @@ def parse_extraction_prompt(text: str) -> ExtractionPrompt | None:
     private = private or PROMPT_PATTERNS["memory_dir"].search(text)
     team = PROMPT_PATTERNS["team_dir"].search(text)
     section = PROMPT_PATTERNS["manifest"].search(text)
-    entries = []
-    for line in PROMPT_PATTERNS["manifest_line"].finditer(section.group(1) if section else ""):
-        kind = next((t for t in MEMORY_TYPES if t == line.group("type")), None)
-        entries.append(
-            ManifestEntry(
-                filename=line.group("file"),
-                type=kind,
-                description=line.group("description") or "",
-            )
-        )
+    entries = {e.filename: e for e in _entries(section.group(1) if section else "")}
+    changed = PROMPT_PATTERNS["changed"].search(text)
+    if changed is not None:
+        entries.update((e.filename, e) for e in _entries(changed.group(1)))
+        for gone in PROMPT_PATTERNS["removed"].finditer(changed.group(1)):
+            entries.pop(gone.group(1), None)
     memory_dir = private.group(1) if private else None
     team_dir = team.group(1) if team else None
     indexes: dict[str, str | None] = {}
@@ -142,7 +157,7 @@ def parse_extraction_prompt(text: str) -> ExtractionPrompt | None:
         memory_dir=memory_dir,
         team_dir=team_dir,
         index=PROMPT_PATTERNS["no_index"].search(text) is None,
-        manifest=tuple(entries),
+        manifest=tuple(entries.values()),
         indexes=types.MappingProxyType(indexes),
         format=prompt_format(text),
     )
@@ -152,9 +167,12 @@ def prompt_text(messages: Sequence[Message], at: int, system: str) -> str:
     """Everything of memdir's that a request holds around the prompt at ``at``.
 
     A fork's prompt is one message. A standalone request's prompt holds the request and
-    the memory's state; its instructions are in the system prompt.
+    the memory's state, its first message the list of memory files, and its system
+    prompt the instructions.
     """
     parts = [messages[at].text]
+    if at > 0 and messages[0].role == "user" and PROMPT_PATTERNS["opening"].match(messages[0].text):
+        parts.append(messages[0].text)
     if system:
         parts.append(system)
     return "\n\n".join(parts)
