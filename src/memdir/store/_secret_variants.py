@@ -16,6 +16,7 @@ decoded when they are long enough and decode to text.
 from __future__ import annotations
 
 import base64
+import bisect
 import binascii
 import unicodedata
 from collections.abc import Iterator
@@ -28,22 +29,32 @@ __all__ = ["View", "base64_texts", "joined_view", "normalised_view"]
 
 @dataclass(frozen=True)
 class View:
-    """A spelling of a text and, for each of its characters, the original's offset."""
+    """A spelling of a text, with the way back to the original's offsets.
+
+    The view is cut into pieces that each map to the original one character for one:
+    piece ``k`` starts at ``starts[k]`` in the view and at ``origins[k]`` in the original.
+    """
 
     text: str
-    origin: tuple[int, ...]
-    """``origin[i]`` is where character ``i`` came from; one more entry for the end."""
-    joints: frozenset[int] = frozenset()
-    """Offsets in ``text`` where two pieces were joined (for :func:`joined_view`)."""
+    starts: tuple[int, ...]
+    origins: tuple[int, ...]
+    joints: tuple[int, ...] = ()
+    """Sorted offsets in ``text`` where two pieces were joined (for :func:`joined_view`)."""
+
+    def at(self, offset: int) -> int:
+        """The original offset of the view's character at ``offset``."""
+        piece = bisect.bisect_right(self.starts, offset) - 1
+        return self.origins[piece] + offset - self.starts[piece]
 
     def span(self, start: int, end: int) -> tuple[int, int]:
         """The original offsets of the view's ``text[start:end]``."""
         if end <= start:
-            return self.origin[start], self.origin[start]
-        return self.origin[start], self.origin[end - 1] + 1
+            return self.at(start), self.at(start)
+        return self.at(start), self.at(end - 1) + 1
 
     def crosses_joint(self, start: int, end: int) -> bool:
-        return any(start < joint < end for joint in self.joints)
+        first = bisect.bisect_right(self.joints, start)
+        return first < len(self.joints) and self.joints[first] < end
 
 
 # Characters that render as nothing: zero-width space, non-joiner, joiner, word joiner,
@@ -74,29 +85,47 @@ def normalised_view(text: str) -> View | None:
     if text.isascii():
         return None
     chars: list[str] = []
-    origin: list[int] = []
+    starts: list[int] = []
+    origins: list[int] = []
+    size = 0
+    cursor = 0  # the start of the pending stretch of ASCII, copied as one piece
     for index, char in enumerate(text):
+        if char.isascii():
+            continue
+        if cursor < index:
+            starts.append(size)
+            origins.append(cursor)
+            chars.append(text[cursor:index])
+            size += index - cursor
+        cursor = index + 1
         if char in _INVISIBLE:
             continue
-        folded = char if char.isascii() else unicodedata.normalize("NFKC", char)
-        for piece in folded:
+        for piece in unicodedata.normalize("NFKC", char):
+            starts.append(size)
+            origins.append(index)
             chars.append(piece)
-            origin.append(index)
-    origin.append(len(text))
-    words = list(compile_ascii(r"\S+").finditer(normalised := "".join(chars)))
+            size += 1
+    if cursor < len(text):
+        starts.append(size)
+        origins.append(cursor)
+        chars.append(text[cursor:])
+    if not starts:
+        starts, origins = [0], [len(text)]
+    normalised = "".join(chars)
+    words = list(compile_ascii(r"\S+").finditer(normalised))
     if any(not word.group().isascii() for word in words):
         pieces = []
-        cursor = 0
+        position = 0
         for word in words:
             value = word.group()
             if not value.isascii() and compile_ascii(r"[A-Za-z0-9]").search(value):
-                pieces += (normalised[cursor : word.start()], value.translate(_LOOKALIKES))
-                cursor = word.end()
-        pieces.append(normalised[cursor:])
-        normalised = "".join(pieces)  # the translation keeps lengths, so origin still holds
+                pieces += (normalised[position : word.start()], value.translate(_LOOKALIKES))
+                position = word.end()
+        pieces.append(normalised[position:])
+        normalised = "".join(pieces)  # the translation keeps lengths: the pieces still hold
     if normalised == text:
         return None
-    return View(normalised, tuple(origin))
+    return View(normalised, tuple(starts), tuple(origins))
 
 
 # A break inside a token: a line break with the indent or quote marker of the next line,
@@ -107,24 +136,64 @@ _JOINT = (
 )
 
 
+_TOKEN_RUN = r"[\w+/=.~:$-]+"
+
+
 def joined_view(text: str) -> View | None:
-    """``text`` with each break inside a run of token characters removed, or ``None``."""
+    """The runs of token characters that a break cuts in two, each joined up again, one
+    run a line; ``None`` when ``text`` has no such break.
+
+    Only the runs are kept, not the whole text joined: a token rule matches a whole run
+    of token characters anyway, and scanning the runs costs far less than scanning the
+    text a second time.
+    """
     if "\n" not in text and "'" not in text and '"' not in text and "`" not in text:
         return None
     chars: list[str] = []
-    origin: list[int] = []
-    joints: set[int] = set()
+    starts: list[int] = [0]
+    origins: list[int] = [0]
+    joints: list[int] = []
+    size = 0
     cursor = 0
     for match in compile_ascii(_JOINT).finditer(text):
         chars.append(text[cursor : match.start()])
-        origin.extend(range(cursor, match.start()))
-        joints.add(len(origin))
+        size += match.start() - cursor
+        joints.append(size)
+        starts.append(size)
+        origins.append(match.end())
         cursor = match.end()
     if not joints:
         return None
     chars.append(text[cursor:])
-    origin.extend(range(cursor, len(text) + 1))
-    return View("".join(chars), tuple(origin), frozenset(joints))
+    joined = View("".join(chars), tuple(starts), tuple(origins))
+    runs: list[str] = []
+    run_starts: list[int] = []
+    run_origins: list[int] = []
+    run_joints: list[int] = []
+    size = 0
+    for run in compile_ascii(_TOKEN_RUN).finditer(joined.text):
+        first = bisect.bisect_right(joints, run.start())
+        last = bisect.bisect_left(joints, run.end())
+        if first >= last:
+            continue  # no break inside this run: the text as written has it whole
+        inner = joints[first:last]
+        # The whole run, and where it holds several breaks, each two pieces around one
+        # break on their own: a wrapped key followed by a wrapped word is still found.
+        bounds = (run.start(), *inner, run.end())
+        windows = [(run.start(), run.end())]
+        if len(inner) > 1:
+            windows += [(bounds[i - 1], bounds[i + 1]) for i in range(1, len(bounds) - 1)]
+        for start, end in windows:
+            cut = inner[bisect.bisect_right(inner, start) : bisect.bisect_left(inner, end)]
+            for offset in (start, *cut):
+                run_starts.append(size + offset - start)
+                run_origins.append(joined.at(offset))
+            run_joints += (size + joint - start for joint in cut)
+            runs.append(joined.text[start:end])
+            size += end - start + 1  # and the line break after the run
+    if not runs:
+        return None
+    return View("\n".join(runs), tuple(run_starts), tuple(run_origins), tuple(run_joints))
 
 
 # Base64 long enough to hold a credential: 24 characters decode to 18 bytes.
