@@ -48,7 +48,7 @@ _URL_USER = r"(?<![\w+.-])[A-Za-z][\w+.-]{0,30}://(?P<user>[^\s:/@?#\[\]\"'<>]{0
 _HOST_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789[_")
 # The longest stretch looked at for the "@": passwords are short; a URL is one line.
 _USERINFO_SPAN = 200
-_PORT = r"\d{1,5}(?:[/?#]|$)"
+_PORT = r"\d{1,5}(?:[/?#,]|$)"
 
 
 def _url_password_spans(text: str) -> Iterator[tuple[int, int]]:
@@ -113,7 +113,7 @@ def _url_password(password: str, user: str) -> bool:
 
 _PROSE_NOUN = (
     r"(?i)(?<![^\s\"'(*>])(?P<noun>pass(?:word|phrase|code|wd)?|pwd?|token|key|secret|creds)"
-    r"(?![\w-])"
+    r"(?=[ \t]|:[ \t]|\Z)"
 )
 _PASSWORD_NOUNS = frozenset({"password", "passphrase", "passcode", "passwd", "pass", "pw", "pwd"})
 # Words after which the next word is what the noun is: "is", "was", "=", ":", "→",
@@ -153,10 +153,14 @@ def _stated_value(
             candidates.append(0)
     for index, (start, end) in enumerate(spans[:6]):
         word = text[start:end].lower().rstrip(":")
-        if word in _PROSE_LINKS or (text[start:end].endswith(":") and index < 4):
+        if word == "to":
+            # "reset to X", "changed the password to X"; not "pass it to the caller".
+            before = text[max(0, noun_end - 40) : start].lower()
+            if compile_ascii(r"\b(?:set|reset|changed?|rotated|updated)\b").search(before):
+                candidates.append(index + 1)
+        elif word in _PROSE_LINKS or (text[start:end].endswith(":") and index < 4):
             candidates.append(index + 1)
-    if noun in _PASSWORD_NOUNS or noun == "passcode":
-        candidates.append(0)  # "passcode 4821-xx", "pass Xy7!…"
+    direct = noun in _PASSWORD_NOUNS - {"pass"} or text[noun_end - 6 : noun_end - 4] == ", "
     for index in candidates:
         if index >= len(spans):
             continue
@@ -165,6 +169,12 @@ def _stated_value(
             continue
         found = _value_span(text, noun, start, end)
         if found is not None:
+            return found
+    if direct and spans:
+        # A value right after the noun ("passcode" then the code; ", pass" then it), which must
+        # hold a digit (a verb or a noun follows it far more often).
+        found = _value_span(text, noun, *spans[0])
+        if found is not None and any(ch.isdigit() for ch in text[found[0] : found[1]]):
             return found
     return None
 
@@ -175,6 +185,15 @@ def _value_span(text: str, noun: str, start: int, end: int) -> tuple[int, int] |
     while start < end and text[start] in "\"'`":
         start += 1
     value = text[start:end]
+    if (
+        value[:1] in ":([{<$%@#`\\"
+        or any(mark in value for mark in ("`", "\\", '="', "='", "(?"))
+        or ("(" in value and ")" not in value)
+        or ("{" in value and "}" in value)
+        or compile_ascii(r"[fbrFBR]{1,2}[\"']").match(value) is not None
+        or value.replace("'", "").isalpha()  # module's, don't
+    ):
+        return None  # markup, a call, a pattern, a reference, a word: not a value
     return (start, end) if _prose_value(value, noun) else None
 
 
@@ -313,8 +332,9 @@ def _putty_spans(text: str) -> Iterator[tuple[int, int]]:
 
 # hostname:port:database:username:password, one entry a line (backslash escapes ":").
 _PGPASS = (
-    r"(?m)(?<![^\s`\"'])(?P<host>[\w.*-]{1,253}):(?:\d{1,5}|\*):(?:[^\s:\\]|\\.){1,63}:"
-    r"(?P<user>(?:[^\s:\\]|\\.){1,63}):(?P<password>(?:[^\s:\\]|\\.)+)(?=[ \t]*(?:$|[`\"']))"
+    r"(?m)(?<![^\s`])(?P<host>\*|[\w.-]{0,252}[A-Za-z][\w.-]{0,252}|\d{1,3}(?:\.\d{1,3}){3}):"
+    r"(?:[1-9]\d{0,4}|\*):(?:[^\s:\\\"']|\\.){1,63}:"
+    r"(?P<user>(?:[^\s:\\\"']|\\.){1,63}):(?P<password>(?:[^\s:\\]|\\.)+)(?=[ \t]*(?:$|`))"
 )
 
 
