@@ -28,7 +28,6 @@ import base64
 import hashlib
 import json
 import random
-import string
 import urllib.parse
 import uuid
 from collections import Counter
@@ -144,8 +143,12 @@ def _positives(rng: random.Random) -> Iterator[Entry]:
             wants_key = any(w in template.lower() for w in ("token", "key"))
             value = expand("{a62:32-40}", rng) if wants_key else _pw(rng)
             value = value.replace("'", "").replace('"', "").replace("`", "")
-            yield entry("prose", template.split("{v}")[0][:24] or "value first",
-                        template.format(v=value), value)
+            yield entry(
+                "prose",
+                template.split("{v}")[0][:24] or "value first",
+                template.format(v=value),
+                value,
+            )
 
     # --- Azure SAS signatures -------------------------------------------------------------
     for _ in range(16):
@@ -302,10 +305,10 @@ def _positives(rng: random.Random) -> Iterator[Entry]:
             [
                 f'client = Client("{sid}", "{auth}")',
                 f"const client = require('twilio')('{sid}', '{auth}');",
-                f"new TwilioRestClient(\"{sid}\", \"{auth}\")",
-                f"Twilio.init(\"{sid}\", \"{auth}\");",
-                f"twilio.NewRestClientWithParams(twilio.ClientParams{{Username: \"{sid}\", "
-                f"Password: \"{auth}\"}})",
+                f'new TwilioRestClient("{sid}", "{auth}")',
+                f'Twilio.init("{sid}", "{auth}");',
+                f'twilio.NewRestClientWithParams(twilio.ClientParams{{Username: "{sid}", '
+                f'Password: "{auth}"}})',
             ]
         )
         yield entry("twilio positional", "positional", text, auth)
@@ -326,8 +329,18 @@ def _positives(rng: random.Random) -> Iterator[Entry]:
         spelled = token[:cut] + rng.choice(invisible) + token[cut:]
         yield entry("zero-width", "zero-width", f"the token is {spelled} for now", spelled)
     # Cyrillic and Greek letters drawn like Latin ones, and full-width forms.
-    lookalike = {"a": "\u0430", "e": "\u0435", "o": "\u043e", "p": "\u0440", "c": "\u0441",
-                 "x": "\u0445", "A": "\u0391", "K": "\u039a", "I": "\u0406", "S": "\u0405"}
+    lookalike = {
+        "a": "\u0430",
+        "e": "\u0435",
+        "o": "\u043e",
+        "p": "\u0440",
+        "c": "\u0441",
+        "x": "\u0445",
+        "A": "\u0391",
+        "K": "\u039a",
+        "I": "\u0406",
+        "S": "\u0405",
+    }
     for _ in range(16):
         token = rng.choice(
             [
@@ -343,8 +356,8 @@ def _positives(rng: random.Random) -> Iterator[Entry]:
             spelled += token[6:]
         else:
             at = [i for i, ch in enumerate(token[:8]) if ch in lookalike]
-            spelled = token if not at else (
-                token[: at[0]] + lookalike[token[at[0]]] + token[at[0] + 1 :]
+            spelled = (
+                token if not at else (token[: at[0]] + lookalike[token[at[0]]] + token[at[0] + 1 :])
             )
         yield entry("look-alike", "look-alike", f"Saved the key {spelled} in the note.", spelled)
 
@@ -357,54 +370,67 @@ def _negatives(rng: random.Random) -> Iterator[tuple[str, str]]:
         return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
     for _ in range(30):
-        yield "hash", rng.choice(
-            [
-                f"sha256: {sha()}",
-                f"The artifact digest is sha512:{sha(512)}",
-                f"SHA1 {sha(1)} matches the mirror.",
-                f"md5sum says {hashlib.md5(rng.randbytes(8)).hexdigest()}",
-                f"Checksum (base64 sha256): {_b64(hashlib.sha256(rng.randbytes(8)).digest())}",
-                f"docker pull ghcr.io/acme/api@sha256:{sha()}",
-                f"etag: W/\"{hashlib.md5(rng.randbytes(8)).hexdigest()}\"",
-            ]
+        yield (
+            "hash",
+            rng.choice(
+                [
+                    f"sha256: {sha()}",
+                    f"The artifact digest is sha512:{sha(512)}",
+                    f"SHA1 {sha(1)} matches the mirror.",
+                    f"md5sum says {hashlib.md5(rng.randbytes(8)).hexdigest()}",
+                    f"Checksum (base64 sha256): {_b64(hashlib.sha256(rng.randbytes(8)).digest())}",
+                    f"docker pull ghcr.io/acme/api@sha256:{sha()}",
+                    f'etag: W/"{hashlib.md5(rng.randbytes(8)).hexdigest()}"',
+                ]
+            ),
         )
     for _ in range(20):
-        yield "uuid", rng.choice(
-            [
-                f"Tenant {uid()} is the staging one.",
-                f"subscription_id = \"{uid()}\"",
-                f"The run {uid()} failed at step 3; the retry {uid()} passed.",
-                f"X-Request-Id: {uid()}",
-            ]
+        yield (
+            "uuid",
+            rng.choice(
+                [
+                    f"Tenant {uid()} is the staging one.",
+                    f'subscription_id = "{uid()}"',
+                    f"The run {uid()} failed at step 3; the retry {uid()} passed.",
+                    f"X-Request-Id: {uid()}",
+                ]
+            ),
         )
     for _ in range(30):
         digest = _b64(hashlib.sha512(rng.randbytes(8)).digest())
         short = _b64(hashlib.sha256(rng.randbytes(8)).digest())
-        yield "lockfile checksum", rng.choice(
-            [
-                f'  integrity sha512-{digest}',
-                f'"resolved": "https://registry.npmjs.org/ms/-/ms-2.1.3.tgz", '
-                f'"integrity": "sha512-{digest}"',
-                f'checksum = "{sha()}"',
-                f"golang.org/x/text v0.14.0 h1:{short}",
-                f"golang.org/x/text v0.14.0/go.mod h1:{short}",
-                f'{{file = "idna-3.7-py3-none-any.whl", hash = "sha256:{sha()}"}}',
-                f"pyyaml==6.0.1 \\\n    --hash=sha256:{sha()} \\\n    --hash=sha256:{sha()}",
-                f"  checksum: {sha(512)}\n  languageName: node\n  linkType: hard",
-            ]
+        yield (
+            "lockfile checksum",
+            rng.choice(
+                [
+                    f"  integrity sha512-{digest}",
+                    f'"resolved": "https://registry.npmjs.org/ms/-/ms-2.1.3.tgz", '
+                    f'"integrity": "sha512-{digest}"',
+                    f'checksum = "{sha()}"',
+                    f"golang.org/x/text v0.14.0 h1:{short}",
+                    f"golang.org/x/text v0.14.0/go.mod h1:{short}",
+                    f'{{file = "idna-3.7-py3-none-any.whl", hash = "sha256:{sha()}"}}',
+                    f"pyyaml==6.0.1 \\\n    --hash=sha256:{sha()} \\\n    --hash=sha256:{sha()}",
+                    f"  checksum: {sha(512)}\n  languageName: node\n  linkType: hard",
+                ]
+            ),
         )
     for _ in range(20):
         body = "\n".join(expand("{b64:64}", rng) for _ in range(rng.randint(3, 6)))
-        yield "public key", rng.choice(
-            [
-                f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{expand('{b64:43}', rng)} ana@laptop",
-                f"ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABgQ{expand('{b64:300}', rng)} deploy",
-                f"-----BEGIN PUBLIC KEY-----\n{body}\n-----END PUBLIC KEY-----",
-                f"-----BEGIN CERTIFICATE-----\n{body}\n-----END CERTIFICATE-----",
-                f"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\n{body}\n-----END PGP PUBLIC KEY BLOCK-----",
-                f"age recipient: age1{expand('{lower:58}', rng)}",
-                f"Public-Lines: 2\n{expand('{b64:64}', rng)}\n{expand('{b64:40}', rng)}",
-            ]
+        yield (
+            "public key",
+            rng.choice(
+                [
+                    f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{expand('{b64:43}', rng)} ana@laptop",
+                    f"ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABgQ{expand('{b64:300}', rng)} deploy",
+                    f"-----BEGIN PUBLIC KEY-----\n{body}\n-----END PUBLIC KEY-----",
+                    f"-----BEGIN CERTIFICATE-----\n{body}\n-----END CERTIFICATE-----",
+                    f"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\n{body}\n"
+                    "-----END PGP PUBLIC KEY BLOCK-----",
+                    f"age recipient: age1{expand('{lower:58}', rng)}",
+                    f"Public-Lines: 2\n{expand('{b64:64}', rng)}\n{expand('{b64:40}', rng)}",
+                ]
+            ),
         )
     placeholders = [
         "postgres://app:<password>@db.internal:5432/app",
@@ -423,7 +449,7 @@ def _negatives(rng: random.Random) -> Iterator[tuple[str, str]]:
         "sqlplus / as sysdba",
         "sqlplus hr@ORCLPDB1  # prompts for the password",
         "ldapsearch -x -W -D 'cn=admin,dc=example,dc=com' -b dc=example,dc=com",
-        "ldapsearch -x -w \"$LDAP_PASSWORD\" -D cn=admin -b dc=example,dc=com",
+        'ldapsearch -x -w "$LDAP_PASSWORD" -D cn=admin -b dc=example,dc=com',
         "htpasswd -c /etc/nginx/.htpasswd admin  # asks for the password twice",
         "htpasswd -b .htpasswd user <password>",
         "*:*:*:postgres:<password> goes in ~/.pgpass",
@@ -435,7 +461,7 @@ def _negatives(rng: random.Random) -> Iterator[tuple[str, str]]:
         "AWS_SECRET_ACCESS_KEY=" + expand("{b64:30}EXAMPLEKEY", rng),
         "aws_access_key_id = " + expand("AKIA{up:9}EXAMPLE", rng),
         "The token looks like ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx.",
-        "password = \"********\"",
+        'password = "********"',
         "DB_URL=postgres://app:${DB_PASSWORD}@db:5432/app",
     ]
     for text in placeholders:
@@ -449,7 +475,7 @@ def _negatives(rng: random.Random) -> Iterator[tuple[str, str]]:
             "The API key goes in the X-Api-Key header; keys start with sk_live_ or sk_test_.",
             "GET /v1/users/{id} returns the user; 401 if the token has expired.",
             "Tokens are JWTs of the form header.payload.signature, signed with RS256.",
-            "A JWT starts with eyJhbGciOi… because the header is base64 of {\"alg\":…}.",
+            'A JWT starts with eyJhbGciOi… because the header is base64 of {"alg":…}.',
             "POST /oauth/token with grant_type=client_credentials, client_id and client_secret.",
             "Use `-w passwd` to give ldapsearch the bind password, or -W to be prompted.",
             "A .pgpass line is hostname:port:database:username:password; chmod 600 the file.",
@@ -461,39 +487,46 @@ def _negatives(rng: random.Random) -> Iterator[tuple[str, str]]:
         ]:
             yield "api docs", text if _ == 0 else f"From the docs: {text}"
     for _ in range(40):
-        yield "url without password", rng.choice(
-            [
-                f"https://grafana.example.org:3000/d/{expand('{low:9}', rng)}/latency?orgId=1",
-                "ssh://git@github.com:22/acme/api.git",
-                "git@github.com:acme/api.git",
-                f"http://localhost:{rng.randint(3000, 9000)}/api (ask ops@example.com for access)",
-                "https://registry.npmjs.org/@types/node/-/node-20.11.0.tgz",
-                f"https://www.npmjs.com/package/@scope/pkg/v/1.{rng.randint(0, 9)}.0",
-                "postgres://app@localhost:5432/app",
-                "mongodb://db1.example.net:27017,db2.example.net:27017/?replicaSet=rs0",
-                "redis://localhost:6379/0",
-                "uses: actions/checkout@v4 and actions/setup-python@v5",
-                "pip install git+https://github.com/acme/tool.git@v1.2.3",
-                f"https://example.com/a/b?next=/c:d&ref=mail@{rng.randint(1, 9)}x",
-                "mailto:support@example.com?subject=Help",
-                f"http://[2001:db8::{rng.randint(1, 99)}]:8080/health",
-                "https://maps.example.com/@51.5074,-0.1278,12z",
-                "https://medium.com/@ana.lee/notes-on-retries-3f2a",
-                "ftp://ftp.example.com/pub/README",
-                "amqp://rabbit.example.org:5672/%2F",
-                "jdbc:postgresql://db.example.com:5432/ledger?ssl=true",
-                "http://proxy.internal:3128 then email me at bo@example.com",
-            ]
+        yield (
+            "url without password",
+            rng.choice(
+                [
+                    f"https://grafana.example.org:3000/d/{expand('{low:9}', rng)}/latency?orgId=1",
+                    "ssh://git@github.com:22/acme/api.git",
+                    "git@github.com:acme/api.git",
+                    f"http://localhost:{rng.randint(3000, 9000)}/api"
+                    " (ask ops@example.com for access)",
+                    "https://registry.npmjs.org/@types/node/-/node-20.11.0.tgz",
+                    f"https://www.npmjs.com/package/@scope/pkg/v/1.{rng.randint(0, 9)}.0",
+                    "postgres://app@localhost:5432/app",
+                    "mongodb://db1.example.net:27017,db2.example.net:27017/?replicaSet=rs0",
+                    "redis://localhost:6379/0",
+                    "uses: actions/checkout@v4 and actions/setup-python@v5",
+                    "pip install git+https://github.com/acme/tool.git@v1.2.3",
+                    f"https://example.com/a/b?next=/c:d&ref=mail@{rng.randint(1, 9)}x",
+                    "mailto:support@example.com?subject=Help",
+                    f"http://[2001:db8::{rng.randint(1, 99)}]:8080/health",
+                    "https://maps.example.com/@51.5074,-0.1278,12z",
+                    "https://medium.com/@ana.lee/notes-on-retries-3f2a",
+                    "ftp://ftp.example.com/pub/README",
+                    "amqp://rabbit.example.org:5672/%2F",
+                    "jdbc:postgresql://db.example.com:5432/ledger?ssl=true",
+                    "http://proxy.internal:3128 then email me at bo@example.com",
+                ]
+            ),
         )
     for _ in range(20):
         full = sha(1)
-        yield "commit sha", rng.choice(
-            [
-                f"Reverted {full} (the cache change).",
-                f"git cherry-pick {full[:10]}",
-                f"The bisect landed on {full}; see also {sha(1)}.",
-                f"commit {full}\nAuthor: Ana <ana@example.com>",
-            ]
+        yield (
+            "commit sha",
+            rng.choice(
+                [
+                    f"Reverted {full} (the cache change).",
+                    f"git cherry-pick {full[:10]}",
+                    f"The bisect landed on {full}; see also {sha(1)}.",
+                    f"commit {full}\nAuthor: Ana <ana@example.com>",
+                ]
+            ),
         )
     for text in [
         "the password is stored in 1Password under 'staging db'",
@@ -535,35 +568,41 @@ def _negatives(rng: random.Random) -> Iterator[tuple[str, str]]:
         )
         yield "base64 of plain text", f"FLAGS_B64={_b64(payload.encode())}"
     for _ in range(10):
-        yield "split hex", (
-            f"digest (wrapped):\n{sha()[:32]}\n{sha()[32:]}"
-            if rng.random() < 0.5
-            else f"commit {sha(1)[:20]}\n{sha(1)[:20]}"
+        yield (
+            "split hex",
+            (
+                f"digest (wrapped):\n{sha()[:32]}\n{sha()[32:]}"
+                if rng.random() < 0.5
+                else f"commit {sha(1)[:20]}\n{sha(1)[:20]}"
+            ),
         )
     for text in [
-        "Привет! Пароль от wifi спросите у администратора.",
-        "Ο κωδικός βρίσκεται στο vault της ομάδας.",
-        "メモ：ＡＰＩキーはチームの保管庫にあります。",
+        "Привет! Пароль от wifi спросите у администратора.",  # noqa: RUF001
+        "Ο κωδικός βρίσκεται στο vault της ομάδας.",  # noqa: RUF001
+        "メモ：ＡＰＩキーはチームの保管庫にあります。",  # noqa: RUF001
         "The family emoji 👨\u200d👩\u200d👧 joins with zero-width joiners.",
         "Soft hyphen: en\u00adcyclo\u00adpedia wraps nicely.",
-        "Ｆｕｌｌ－ｗｉｄｔｈ text in a heading: ＲＥＡＤＭＥ",
+        "Ｆｕｌｌ－ｗｉｄｔｈ text in a heading: ＲＥＡＤＭＥ",  # noqa: RUF001
         "Сервис billing-api падает по вторникам; см. runbook.",
         "Ana wrote ｃａｆé in the doc title.",
-        "The Greek letters Α, Β, Γ mark the release phases.",
+        "The Greek letters Α, Β, Γ mark the release phases.",  # noqa: RUF001
         "Word\u200bjoiner test: see\u2060also the index.",
     ]:
         yield "unicode text", text
         yield "unicode text", f"Note: {text}"
     for _ in range(10):
-        yield "near-miss formats", rng.choice(
-            [
-                f"Timestamps 12:30:45:{rng.randint(10, 99)} in the log",
-                "docker run -p 127.0.0.1:8080:80/tcp nginx",
-                f"MAC 4e:40:e3:9c:aa:{rng.randint(10, 99)}",
-                f"Twilio account {expand('AC{hex:32}', rng)} is the sandbox one.",
-                "Order ID: 1234/5678@warehouse-3",
-                "user/repo@main is what the action pins.",
-            ]
+        yield (
+            "near-miss formats",
+            rng.choice(
+                [
+                    f"Timestamps 12:30:45:{rng.randint(10, 99)} in the log",
+                    "docker run -p 127.0.0.1:8080:80/tcp nginx",
+                    f"MAC 4e:40:e3:9c:aa:{rng.randint(10, 99)}",
+                    f"Twilio account {expand('AC{hex:32}', rng)} is the sandbox one.",
+                    "Order ID: 1234/5678@warehouse-3",
+                    "user/repo@main is what the action pins.",
+                ]
+            ),
         )
 
 

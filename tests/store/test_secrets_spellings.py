@@ -179,21 +179,23 @@ def test_keys_spelled_with_invisible_or_lookalike_characters(name: str, spelled:
 def test_cyrillic_h_is_folded() -> None:
     # U+04BB (shha) is drawn like a Latin h.
     view = normalised_view("g\u04bbp_x")
-    assert view is not None and view.text == "ghp_x"
+    assert view is not None
+    assert view.text == "ghp_x"
 
 
 def test_other_scripts_are_not_folded_into_latin() -> None:
     # Words with no Latin letter or digit stay in their script, so Russian or Greek prose
     # is never read as random Latin letters; NFKC still folds full-width forms.
-    assert normalised_view("Пароль от wifi спросите у Ани.") is None
-    assert normalised_view("Ο κωδικός είναι στο vault.") is None
+    assert normalised_view("Пароль от wifi спросите у Ани.") is None  # noqa: RUF001
+    assert normalised_view("Ο κωδικός είναι στο vault.") is None  # noqa: RUF001
     view = normalised_view("ＡＰＩキー")
-    assert view is not None and view.text == "APIキー"
+    assert view is not None
+    assert view.text == "APIキー"
     assert normalised_view("plain ascii text") is None
 
 
 def test_normalised_view_maps_offsets_back() -> None:
-    text = "a\u200bb ｃd \u0430x"
+    text = "a\u200bb ｃd \u0430x"  # noqa: RUF001
     view = normalised_view(text)
     assert view is not None
     assert view.text == "ab cd ax"
@@ -219,7 +221,8 @@ def test_a_key_split_in_two_is_found_across_the_break(layout: str) -> None:
     findings = scan_secrets(text)
     assert [f.rule_id for f in findings] == ["github-pat"]
     redacted = redact(text)
-    assert head not in redacted and tail not in redacted
+    assert head not in redacted
+    assert tail not in redacted
     assert redacted.endswith("\nthat is all")
 
 

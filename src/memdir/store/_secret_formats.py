@@ -27,7 +27,14 @@ from memdir.store._secret_context import (
     plausible_password,
     plausible_value,
 )
-from memdir.store._secret_rule import GENERIC, STRUCTURAL, Finder, SecretRule, compile_ascii, not_masked
+from memdir.store._secret_rule import (
+    GENERIC,
+    STRUCTURAL,
+    Finder,
+    SecretRule,
+    compile_ascii,
+    not_masked,
+)
 
 __all__ = ["FORMAT_RULES", "entropy"]
 
@@ -202,7 +209,7 @@ def _prose_value(value: str, noun: str) -> bool:
         return False
     if _is_reference(value) or _is_stock(value) or not not_masked(value):
         return False
-    if _is_path_or_url(value) or "@" in value[1:-1] and "." in value.rpartition("@")[2]:
+    if _is_path_or_url(value) or ("@" in value[1:-1] and "." in value.rpartition("@")[2]):
         return False
     if value.isalpha() or compile_ascii(r"[A-Za-z]+(?:-[A-Za-z]+)+").fullmatch(value):
         return False  # a word, or words joined by hyphens
@@ -229,9 +236,9 @@ _VALUE_FIRST = (
 
 def _value_first_spans(text: str) -> Iterator[tuple[int, int]]:
     lowered = text.lower()
-    if not any(w in lowered for w in ("password", "passphrase", "passcode", "token", "key")):
-        if "log" not in lowered:
-            return
+    nouns = ("password", "passphrase", "passcode", "token", "key", "log")
+    if not any(noun in lowered for noun in nouns):
+        return
     for match in compile_ascii(_VALUE_FIRST).finditer(text):
         group = next(g for g in ("v1", "v2", "v3") if match.group(g) is not None)
         found = _value_span(text, "password", *match.span(group))
@@ -445,7 +452,9 @@ FORMAT_RULES: tuple[SecretRule, ...] = (
     ),
     _rule("oracle-password", "Oracle", "Password in user/password@db", _ORACLE, _oracle_spans),
     _rule("putty-private-key", "PuTTY", "Private-Lines of a .ppk key file", _PUTTY, _putty_spans),
-    _rule("pgpass-password", "PostgreSQL", "Password field of a .pgpass line", _PGPASS, _pgpass_spans),
+    _rule(
+        "pgpass-password", "PostgreSQL", "Password field of a .pgpass line", _PGPASS, _pgpass_spans
+    ),
     _rule("ldap-bind-password", "LDAP", "Bind password after -w", _LDAP, _ldap_spans),
     _rule(
         "htpasswd-credential",

@@ -2,7 +2,7 @@
 
 A credential can be written so that no rule sees it as written and yet anyone reading or
 pasting it gets the key: a zero-width space or a soft hyphen inside it, a Cyrillic
-``о`` for a Latin ``o``, full-width letters, the key wrapped over two lines or split into
+``o`` for a Latin one, full-width letters, the key wrapped over two lines or split into
 two string literals, the whole credential base64-encoded. Claude Code scans normalised
 variants of the text for the same reason. Each :class:`View` here is one such spelling
 with a map back to the offsets of the original, so a finding in a view still names (and
@@ -16,8 +16,8 @@ decoded when they are long enough and decode to text.
 from __future__ import annotations
 
 import base64
-import bisect
 import binascii
+import bisect
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -65,12 +65,63 @@ _INVISIBLE = frozenset(
 # Letters of other scripts drawn like Latin ones (Unicode's confusables for the letters
 # and digits keys are made of). NFKC already folds full-width and other compatibility forms.
 _LOOKALIKES = str.maketrans(
-    "АВЕЅІЈКМНОРСТХУавеѕіјкморсхуԁһԛԝѵ"  # Cyrillic
-    "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧοντυχικ"  # Greek
-    "ꓲ",
-    "ABESIJKMHOPCTXYabesijkmopcxydhqwv"
-    "ABEZHIKMNOPTYXovtuxik"
-    "I",
+    {
+        # Cyrillic capitals and small letters
+        "\u0410": "A",
+        "\u0412": "B",
+        "\u0415": "E",
+        "\u0405": "S",
+        "\u0406": "I",
+        "\u0408": "J",
+        "\u041a": "K",
+        "\u041c": "M",
+        "\u041d": "H",
+        "\u041e": "O",
+        "\u0420": "P",
+        "\u0421": "C",
+        "\u0422": "T",
+        "\u0425": "X",
+        "\u0423": "Y",
+        "\u0430": "a",
+        "\u0435": "e",
+        "\u0455": "s",
+        "\u0456": "i",
+        "\u0458": "j",
+        "\u043e": "o",
+        "\u0440": "p",
+        "\u0441": "c",
+        "\u0445": "x",
+        "\u0443": "y",
+        "\u0501": "d",
+        "\u04bb": "h",
+        "\u051b": "q",
+        "\u051d": "w",
+        "\u0475": "v",
+        # Greek capitals and small letters
+        "\u0391": "A",
+        "\u0392": "B",
+        "\u0395": "E",
+        "\u0396": "Z",
+        "\u0397": "H",
+        "\u0399": "I",
+        "\u039a": "K",
+        "\u039c": "M",
+        "\u039d": "N",
+        "\u039f": "O",
+        "\u03a1": "P",
+        "\u03a4": "T",
+        "\u03a5": "Y",
+        "\u03a7": "X",
+        "\u03bf": "o",
+        "\u03bd": "v",
+        "\u03c4": "t",
+        "\u03c5": "u",
+        "\u03c7": "x",
+        "\u03b9": "i",
+        "\u03ba": "k",
+        # Lisu capital I
+        "\ua4f2": "I",
+    }
 )
 
 
@@ -114,7 +165,7 @@ def normalised_view(text: str) -> View | None:
     normalised = "".join(chars)
     words = list(compile_ascii(r"\S+").finditer(normalised))
     if any(not word.group().isascii() for word in words):
-        pieces = []
+        pieces: list[str] = []
         position = 0
         for word in words:
             value = word.group()
