@@ -243,6 +243,7 @@ def _positives(rng: random.Random) -> Iterator[Entry]:
                 f"sqlldr userid={user}/{pw}@xe control=load.ctl",
                 f"SQL> connect {user}/{pw}@ledger",
                 f"rman target sys/{pw}@cdb1",
+                f"jdbc:oracle:thin:{user}/{pw}@db.example.com:1521:ORCL",
             ]
         )
         yield entry("oracle", "user/pw@db", text, pw)

@@ -20,6 +20,8 @@ from collections import Counter
 from collections.abc import Iterator
 
 from memdir.store._secret_context import (
+    _NOT_SECRET_KEYS,
+    _NOT_SECRET_TOKENS,
     ValueKind,
     _is_path_or_url,
     _is_reference,
@@ -133,6 +135,12 @@ _TRAILING = ".,;:)]}>\"'`"
 def _prose_spans(text: str) -> Iterator[tuple[int, int]]:
     for match in compile_ascii(_PROSE_NOUN).finditer(text):
         noun = match.group("noun").lower()
+        before = text[max(0, match.start() - 24) : match.start()].split()
+        last = before[-1].lower().strip("\"'(*>") if before else ""
+        if (noun == "key" and last in _NOT_SECRET_KEYS) or (
+            noun == "token" and last in _NOT_SECRET_TOKENS
+        ):
+            continue  # a primary key, a sort key, a page token: ids, not secrets
         line_end = text.find("\n", match.end())
         stop = min(len(text) if line_end < 0 else line_end, match.end() + 120)
         words = list(itertools.islice(_PROSE_WORDS.finditer(text, match.end(), stop), 8))
@@ -307,10 +315,12 @@ def _in_base64_block(text: str, start: int, end: int) -> bool:
 # ---------------------------------------------------------------------------------------
 # Command lines and files with a password in a slot of their own
 
-# sqlplus scott/tiger@orcl, expdp u/p@db, sqlldr userid=u/p@db, connect u/p@db.
+# sqlplus scott/tiger@orcl, expdp u/p@db, sqlldr userid=u/p@db, connect u/p@db, and
+# the thin driver's jdbc:oracle:thin:u/p@host:1521:sid.
 _ORACLE = (
-    r"(?i)(?<![\w-])(?:sqlplus|sqlcl|sql|expdp|impdp|exp|imp|sqlldr|rman|dgmgrl|connect|conn"
+    r"(?i)(?:(?<![\w-])(?:sqlplus|sqlcl|sql|expdp|impdp|exp|imp|sqlldr|rman|dgmgrl|connect|conn"
     r"|userid=|target|auxiliary|catalog)(?:[ \t]+-[A-Za-z]+)*[ \t]*(?<=[ \t=])"
+    r"|jdbc:oracle:(?:thin|oci8?):)"
     r"(?P<user>[\w$#]{1,30})/(?P<password>[^\s/@\"']{1,64}|\"[^\"\n]{1,64}\")@(?=[\w/\[])"
 )
 
