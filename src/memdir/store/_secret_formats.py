@@ -97,6 +97,8 @@ def _host_at(text: str, start: int, limit: int) -> int:
 def _url_password(password: str, user: str) -> bool:
     if compile_ascii(_PORT).match(password) or "://" in password:
         return False  # host:port/path, with an "@" later on the line
+    if compile_ascii(r":?(?:pserver|gserver|kserver|ext|extssh|sspi|server|fork):").match(password):
+        return False  # a CVSROOT's method (cvs://:pserver:anoncvs@host), not a password
     if any(ch.isspace() for ch in password) and (
         len(password) > 64 or password.count(" ") > 3 or not user
     ):
@@ -202,7 +204,7 @@ def _value_span(text: str, noun: str, start: int, end: int) -> tuple[int, int] |
     value = text[start:end]
     if (
         value[:1] in ":([{<$%@#`\\"
-        or any(mark in value for mark in ("`", "\\", '="', "='", "(?"))
+        or any(mark in value for mark in ("`", "\\", '="', "='", "(?", "</", "/>"))
         or ("(" in value and ")" not in value)
         or ("{" in value and "}" in value)
         or compile_ascii(r"[fbrFBR]{1,2}[\"']").match(value) is not None
