@@ -6,7 +6,7 @@ So memdir refuses to write a memory file in which :func:`contains_secret` finds 
 and where text is kept for other purposes (logs, transcripts shown back to the model) it
 passes through :func:`redact` first.
 
-The rules are deliberately high-confidence, and of two kinds. Provider rules
+The rules are deliberately high-confidence, and of three kinds. Provider rules
 (:mod:`memdir.store._secret_providers`) know a token by its own shape: a fixed prefix, a
 length, an alphabet, a checksum-like marker. Context rules
 (:mod:`memdir.store._secret_context`) know a value by where it stands: after a name that
@@ -14,10 +14,16 @@ says "secret" in any common syntax (env files, YAML, INI, JSON, XML, Makefiles, 
 command-line flags), in a URL's ``user:password@``, in ``curl -u`` or an
 ``Authorization`` header, in a Kubernetes Secret's ``data``. They are chosen so that
 ordinary prose, hashes, UUIDs, references such as ``${{ secrets.X }}`` and masked
-placeholders are not flagged; a scanner that cries wolf gets switched off. Every regular
-expression is linear-time (no nested quantifiers over overlapping alphabets) and each
-token rule is anchored on the start of a run of token characters, so adversarial input
-cannot make scanning quadratic. Findings carry only offsets, never the matched text.
+placeholders are not flagged; a scanner that cries wolf gets switched off. Format rules
+(:mod:`memdir.store._secret_formats`) read the spellings those two miss: a URL password
+with any character in it, a password said in a sentence, an Azure SAS signature, a bare
+AWS secret key, Oracle's ``user/password@db``, PuTTY, ``.pgpass``, ``ldapsearch -w``,
+``htpasswd`` and Twilio's token by position. And every text is also read in its other
+spellings (:mod:`memdir.store._secret_variants`): normalised (NFKC, invisible characters
+dropped, look-alike letters folded), with keys split over lines or string literals joined
+up, and with base64 decoded. Every regular expression is linear-time (no nested
+quantifiers over overlapping alphabets) and each token rule is anchored on the start of a
+run of token characters, so adversarial input cannot make scanning quadratic. Findings carry only offsets, never the matched text.
 """
 
 from __future__ import annotations
