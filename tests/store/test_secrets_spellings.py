@@ -227,10 +227,13 @@ def test_a_key_split_in_two_is_found_across_the_break(layout: str) -> None:
 
 
 def test_joined_view_only_keeps_runs_cut_by_a_break() -> None:
-    view = joined_view("one line\nsecond line.\nabc\ndef")
+    view = joined_view("id: Ab3_x9\nQ7zK-1 then\nsome words.\nmore words\nk8s_v2\nnext")
     assert view is not None
-    assert view.text == "linesecond\nabcdef"
+    # "then"/"some" and "words."/"more" are prose wrapping; "k8s_v2"/"next" ends on a word.
+    assert view.text == "Ab3_x9Q7zK-1"
+    assert view.span(0, len(view.text)) == (4, 17)
     assert joined_view("no break at all") is None
+    assert joined_view("a sentence\nand the next one") is None
 
 
 def test_base64_of_ordinary_text_is_not_a_credential() -> None:

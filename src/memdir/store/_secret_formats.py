@@ -125,6 +125,10 @@ def _url_password(password: str, user: str) -> bool:
 _PROSE_NOUN = (
     r"(?i)(?<![^\s\"'(*>])(?P<noun>pass(?:word|phrase|code|wd)?|pwd?|token|key|secret|creds)"
     r"(?=[ \t]|:[ \t]|\Z)"
+    # Only where a link word or a colon follows on the line, or a word with a digit right
+    # after the noun: a cheap test that spares most mentions of "token" or "key" in prose.
+    r"(?=[^\n]{0,60}?(?:[ \t](?:is|was|to|now|=|-|\u2013|\u2192|->)[ \t]|:[ \t])"
+    r"|[ \t]++[^\s\d]{0,40}+\d|\Z)"
 )
 _PASSWORD_NOUNS = frozenset({"password", "passphrase", "passcode", "passwd", "pass", "pw", "pwd"})
 # Words after which the next word is what the noun is: "is", "was", "=", ":", "→",
@@ -234,23 +238,36 @@ def _prose_value(value: str, noun: str) -> bool:
     return plausible_value(value, ValueKind.TOKEN)
 
 
-# "X is the password for …", "use X as the password".
-_VALUE_FIRST = (
-    r"(?i)(?:(?<![\S])(?P<v1>[^\s\"'`]{6,80})[ \t]+(?:is|was)[ \t]+(?:the|my|our|his|her|their)"
-    r"[ \t]+(?:[\w-]+[ \t]+){0,3}?(?:password|passphrase|passcode|token|api[ \t]key)\b"
-    r"|\buse[ \t]+[\"'`]?(?P<v2>[^\s\"'`]{6,80})[\"'`]?[ \t]+as[ \t]+(?:the|my|a|our)[ \t]+"
-    r"(?:[\w-]+[ \t]+){0,2}?(?:password|passphrase|passcode|token|key)\b"
-    r"|\blog[ \t]?in[ \t]+(?:with|as)[ \t]+[\w.@-]{1,40}[ \t]*/[ \t]*(?P<v3>[^\s\"'`]{6,80}))"
+# "X is the password for …", "use X as the password", "log in as admin / X": found from
+# the phrase after the value, which is cheaper to look for than any word before a phrase.
+_VALUE_IS = (
+    r"(?i)(?<=[^\s\"'`])[\"'`]?[ \t]+(?:is|was)[ \t]+(?:the|my|our|his|her|their)[ \t]+"
+    r"(?:[\w-]+[ \t]+){0,3}?(?:password|passphrase|passcode|token|api[ \t]key)\b"
+)
+_VALUE_AS = (
+    r"(?i)\buse[ \t]+[\"'`]?(?P<value>[^\s\"'`]{6,80}+)[\"'`]?[ \t]+as[ \t]+(?:the|my|a|our)"
+    r"[ \t]+(?:[\w-]+[ \t]+){0,2}?(?:password|passphrase|passcode|token|key)\b"
+    r"|\blog[ \t]?in[ \t]+(?:with|as)[ \t]+[\w.@-]{1,40}[ \t]*/[ \t]*(?P<after>[^\s\"'`]{6,80}+)"
 )
 
 
 def _value_first_spans(text: str) -> Iterator[tuple[int, int]]:
     lowered = text.lower()
-    nouns = ("password", "passphrase", "passcode", "token", "key", "log")
-    if not any(noun in lowered for noun in nouns):
+    nouns = ("password", "passphrase", "passcode", "token", "key")
+    named = any(noun in lowered for noun in nouns)
+    for match in compile_ascii(_VALUE_IS).finditer(text) if named else ():
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        words = text[line_start : match.start()].rsplit(None, 1)
+        if not words:
+            continue
+        value_start = match.start() - len(words[-1])
+        found = _value_span(text, "password", value_start, match.start())
+        if found is not None:
+            yield found
+    if not (named and "use" in lowered) and "log" not in lowered:
         return
-    for match in compile_ascii(_VALUE_FIRST).finditer(text):
-        group = next(g for g in ("v1", "v2", "v3") if match.group(g) is not None)
+    for match in compile_ascii(_VALUE_AS).finditer(text):
+        group = "value" if match.group("value") is not None else "after"
         found = _value_span(text, "password", *match.span(group))
         if found is not None:
             yield found
@@ -351,16 +368,22 @@ def _putty_spans(text: str) -> Iterator[tuple[int, int]]:
 
 # hostname:port:database:username:password, one entry a line (backslash escapes ":").
 _PGPASS = (
-    r"(?m)(?<![^\s`])(?P<host>\*|[\w.-]{0,252}[A-Za-z][\w.-]{0,252}|\d{1,3}(?:\.\d{1,3}){3}):"
+    r"(?m)(?<![^\s`])(?P<host>[\w.*-]{1,253}+):"
     r"(?:[1-9]\d{0,4}|\*):(?:[^\s:\\\"']|\\.){1,63}:"
     r"(?P<user>(?:[^\s:\\\"']|\\.){1,63}):(?P<password>(?:[^\s:\\]|\\.)+)(?=[ \t]*(?:$|`))"
 )
+
+
+_HOST = compile_ascii(r"[\w.-]*[A-Za-z][\w.-]*|\d{1,3}(?:\.\d{1,3}){3}")
 
 
 def _pgpass_spans(text: str) -> Iterator[tuple[int, int]]:
     if text.count(":") < 4:
         return
     for match in compile_ascii(_PGPASS).finditer(text):
+        host = match.group("host")
+        if not (host == "*" or _HOST.fullmatch(host)):
+            continue  # a time of day, a version: a host name has a letter, or is an IP
         password = match.group("password")
         if plausible_password(password, match.group("user")) and not password.isdigit():
             yield match.span("password")
@@ -450,7 +473,7 @@ FORMAT_RULES: tuple[SecretRule, ...] = (
         "prose-password",
         "Generic",
         "A password, token or key stated in a sentence",
-        _PROSE_NOUN,
+        _PROSE_NOUN + "|" + _VALUE_IS,
         _prose_spans,
         specificity=GENERIC,
     ),

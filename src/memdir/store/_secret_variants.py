@@ -188,6 +188,8 @@ _JOINT = (
 
 
 _TOKEN_RUN = r"[\w+/=.~:$-]+"
+# A word as prose has it: a break next to one is the end of a line of text, not a cut key.
+_PLAIN_WORD = compile_ascii(r"[A-Za-z]?[a-z]{0,15}[.,:;]?")
 
 
 def joined_view(text: str) -> View | None:
@@ -222,26 +224,42 @@ def joined_view(text: str) -> View | None:
     run_origins: list[int] = []
     run_joints: list[int] = []
     size = 0
-    for run in compile_ascii(_TOKEN_RUN).finditer(joined.text):
-        first = bisect.bisect_right(joints, run.start())
-        last = bisect.bisect_left(joints, run.end())
-        if first >= last:
-            continue  # no break inside this run: the text as written has it whole
-        inner = joints[first:last]
+    token_run = compile_ascii(_TOKEN_RUN)
+    backwards = joined.text[::-1]  # a run's start is found as the end of its reverse
+    index = 0
+    while index < len(joints):
+        joint = joints[index]
+        before = token_run.match(backwards, len(joined.text) - joint)
+        start = joint - (before.end() - before.start() if before else 0)
+        after = token_run.match(joined.text, joint)
+        end = after.end() if after else joint
+        last = bisect.bisect_left(joints, end, index)
+        inner = joints[index:last] if last > index else [joint]
+        index = max(last, index + 1)
         # The whole run, and where it holds several breaks, each two pieces around one
         # break on their own: a wrapped key followed by a wrapped word is still found.
-        bounds = (run.start(), *inner, run.end())
-        windows = [(run.start(), run.end())]
+        # A break with a plain word on either side (the end of a sentence, the start of
+        # the next) is not inside a token.
+        bounds = (start, *inner, end)
+        kept = [
+            i
+            for i in range(1, len(bounds) - 1)
+            if _PLAIN_WORD.fullmatch(joined.text, bounds[i - 1], bounds[i]) is None
+            and _PLAIN_WORD.fullmatch(joined.text, bounds[i], bounds[i + 1]) is None
+        ]
+        if not kept:
+            continue
+        windows = [(start, end)]
         if len(inner) > 1:
-            windows += [(bounds[i - 1], bounds[i + 1]) for i in range(1, len(bounds) - 1)]
-        for start, end in windows:
-            cut = inner[bisect.bisect_right(inner, start) : bisect.bisect_left(inner, end)]
-            for offset in (start, *cut):
-                run_starts.append(size + offset - start)
+            windows += [(bounds[i - 1], bounds[i + 1]) for i in kept]
+        for first, stop in windows:
+            cut = inner[bisect.bisect_right(inner, first) : bisect.bisect_left(inner, stop)]
+            for offset in (first, *cut):
+                run_starts.append(size + offset - first)
                 run_origins.append(joined.at(offset))
-            run_joints += (size + joint - start for joint in cut)
-            runs.append(joined.text[start:end])
-            size += end - start + 1  # and the line break after the run
+            run_joints += (size + piece - first for piece in cut)
+            runs.append(joined.text[first:stop])
+            size += stop - first + 1  # and the line break after the run
     if not runs:
         return None
     return View("\n".join(runs), tuple(run_starts), tuple(run_origins), tuple(run_joints))
