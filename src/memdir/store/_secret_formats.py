@@ -123,7 +123,7 @@ def _url_password(password: str, user: str) -> bool:
 # A password or key stated in a sentence
 
 _PROSE_NOUN = (
-    r"(?i)(?<![^\s\"'(*>])(?P<noun>pass(?:word|phrase|code|wd)?|pwd?|token|key|secret|creds)"
+    r"(?i)(?=[ptksc])(?<![^\s\"'(*>])(?P<noun>pass(?:word|phrase|code|wd)?|pwd?|token|key|secret|creds)"
     r"(?=[ \t]|:[ \t]|\Z)"
     # Only where a link word or a colon follows on the line, or a word with a digit right
     # after the noun: a cheap test that spares most mentions of "token" or "key" in prose.
@@ -241,7 +241,7 @@ def _prose_value(value: str, noun: str) -> bool:
 # "X is the password for …", "use X as the password", "log in as admin / X": found from
 # the phrase after the value, which is cheaper to look for than any word before a phrase.
 _VALUE_IS = (
-    r"(?i)(?<=[^\s\"'`])[\"'`]?[ \t]+(?:is|was)[ \t]+(?:the|my|our|his|her|their)[ \t]+"
+    r"(?i)(?=[ \t])(?<=[^\s])[ \t]+(?:is|was)[ \t]+(?:the|my|our|his|her|their)[ \t]+"
     r"(?:[\w-]+[ \t]+){0,3}?(?:password|passphrase|passcode|token|api[ \t]key)\b"
 )
 _VALUE_AS = (

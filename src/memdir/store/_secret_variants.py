@@ -179,17 +179,19 @@ def normalised_view(text: str) -> View | None:
     return View(normalised, tuple(starts), tuple(origins))
 
 
-# A break inside a token: a line break with the indent or quote marker of the next line,
-# or the end of one string literal and the start of the next ("abc" + "def", 'a' 'b').
+# A break inside a token: a line break (with the quote markers of the next line, but no
+# indent: a wrapped key starts its next line at the margin), or the end of one string
+# literal and the start of the next ("abc" + "def", 'a' 'b').
 _JOINT = (
-    r"(?<=[\w+/=-])(?:[\"'`][ \t]*(?:\+|\.|&|\|\|)?[ \t]*(?:\\?\r?\n[ \t]*(?:\+[ \t]*)?)?[\"'`]"
-    r"|\\?\r?\n[ \t]*(?:>[ \t]*)*)(?=[\w+/=-])"
+    r"(?=[\"'`\\\r\n])(?<=[\w+/=-])"
+    r"(?:[\"'`][ \t]*(?:\+|\.|&|\|\|)?[ \t]*(?:\\?\r?\n[ \t]*(?:\+[ \t]*)?)?[\"'`]"
+    r"|\\?\r?\n(?:[ \t]*>[ \t]*)*)(?=[\w+/=-])"
 )
 
 
 _TOKEN_RUN = r"[\w+/=.~:$-]+"
 # A word as prose has it: a break next to one is the end of a line of text, not a cut key.
-_PLAIN_WORD = compile_ascii(r"[A-Za-z]?[a-z]{0,15}[.,:;]?")
+_PLAIN_WORD = compile_ascii(r"[A-Za-z]?[a-z]{0,15}[.,:;]?|\d{1,6}")
 
 
 def joined_view(text: str) -> View | None:

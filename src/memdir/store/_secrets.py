@@ -23,7 +23,8 @@ spellings (:mod:`memdir.store._secret_variants`): normalised (NFKC, invisible ch
 dropped, look-alike letters folded), with keys split over lines or string literals joined
 up, and with base64 decoded. Every regular expression is linear-time (no nested
 quantifiers over overlapping alphabets) and each token rule is anchored on the start of a
-run of token characters, so adversarial input cannot make scanning quadratic. Findings carry only offsets, never the matched text.
+run of token characters, so adversarial input cannot make scanning quadratic. Findings
+carry only offsets, never the matched text.
 """
 
 from __future__ import annotations
