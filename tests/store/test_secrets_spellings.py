@@ -118,6 +118,62 @@ def test_risky_looking_text_is_not_refused(tmp_path: Path, entry: Entry) -> None
     assert redact(entry.text) == entry.text
 
 
+# --- phrasings written apart from the corpus, to check the rules are not fitted to it ----
+
+HELD_OUT_CREDENTIALS = [
+    "mysql://root:p@ss#w0rd!@db.prod:3306/shop",
+    "amqps://guest:S3cr?t/x@mq.example.com/%2f",
+    "The password for the NAS is Tr0ub4dor&3",
+    "fyi the admin pw is qwerty!234",
+    "wifi: CoffeeShop / password hunter22!",
+    f"Her Jira API token is {rand(A62, 24)}",
+    f"the secret is {rand(A62, 26)}",
+    "BlobEndpoint=https://acct.blob.core.windows.net/;SharedAccessSignature=sv=2021-06-08"
+    f"&ss=b&srt=co&sp=rl&se=2025-01-01T00:00:00Z&sig={_SAS}",
+    "sqlplus system/Oracle_123@localhost:1521/XEPDB1",
+    "jdbc:oracle:thin:scott/Tig3r_99@db:1521:ORCL",
+    "ldapwhoami -x -D uid=bob,ou=people,dc=x -w S3cretPw!",
+    "db.example.com:5432:billing:billing_rw:Xk29!mq#Lp",
+    f"key: {_AWS}",
+    "Tr0ub4dor&3 is the password for the NAS",
+    'use "Xk29!mq#Lp" as the db password',
+]
+HELD_OUT_BENIGN = [
+    "The password must be at least 12 characters long.",
+    "I changed my password to something stronger.",
+    "Use the token from the Settings page.",
+    "https://docs.python.org/3/library/urllib.parse.html#url-parsing",
+    "The key is 3 steps: plan, do, check.",
+    "The API key is stored as an env var, see README.",
+    "postgres://localhost/app?sslmode=disable",
+    "password reset emails go to no-reply@example.com",
+    "Our token limit is 200k/day; ask ana@example.com",
+    "git clone https://github.com/acme/repo.git@main",
+    "the pass rate is 97.5% on CI",
+    "Key: value pairs are stored in redis",
+    "token: the per-user rate limiter key (see docs)",
+    "ssh user@host:2222",
+    "Password: (hidden)",
+    "The token is in ~/.config/gh/hosts.yml",
+    "the secret sauce: caching at the edge",
+    "My key takeaway: write smaller PRs.",
+    "Password1 is the example of a bad password in the training.",
+    "the primary key: 8f14e45fceea167a5a36dedd4bea2543",
+    "cvs -d :pserver:anoncvs@cvs.example.org:/cvsroot co src",
+    "To skip the leading call, pass <tt>{leading: false}</tt>.",
+]
+
+
+@pytest.mark.parametrize("text", HELD_OUT_CREDENTIALS)
+def test_credentials_phrased_apart_from_the_corpus(text: str) -> None:
+    assert contains_secret(text), text
+
+
+@pytest.mark.parametrize("text", HELD_OUT_BENIGN)
+def test_benign_text_phrased_apart_from_the_corpus(text: str) -> None:
+    assert not contains_secret(text), scan_secrets(text)
+
+
 # --- URL user-info, parsed as URLs are -----------------------------------------------------
 
 
