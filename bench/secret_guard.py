@@ -1,8 +1,13 @@
 """The write guard's secret scanner against detect-secrets, on the same corpora.
 
-Two corpora. The in-project one is built at run time from public token formats
+Three corpora. The in-project one is built at run time from public token formats
 (``tests/store/secret_corpus.py``: fake credentials of many providers in many syntaxes,
-and ordinary memory text). The shared one (``../shared/research-data/secrets``, read if
+and ordinary memory text). The spellings one, built the same way
+(``tests/store/secret_spellings.py``), holds credentials in the forms a name-and-shape
+scan misses (URL passwords with any character, passwords in sentences, SAS signatures,
+bare AWS secret keys, base64-wrapped and line-split keys, Oracle, PuTTY, .pgpass, ldap,
+htpasswd, Twilio, zero-width and look-alike characters) beside risky-looking benign text;
+its misses are reported per family. The shared one (``../shared/research-data/secrets``, read if
 present) holds gitleaks' and detect-secrets' own test cases and real conversation text;
 its licences keep it out of the project.
 
@@ -35,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # for tests.store.secret_corpus, the corpus the tests build
 
 from tests.store.secret_corpus import build_corpus, describe  # noqa: E402
+from tests.store.secret_spellings import build_spellings  # noqa: E402
 
 from memdir.permissions import memory_write_guard  # noqa: E402
 from memdir.store import contains_secret, format_memory_file, scan_secrets  # noqa: E402
@@ -196,6 +202,13 @@ def main() -> None:
     )
     built |= describe(corpus)
     result: dict[str, Any] = {"in_project": built}
+    spellings = build_spellings()
+    result["spellings"] = measure(
+        [e.text for e in spellings],
+        [e.label == "positive" for e in spellings],
+        [e.family for e in spellings],
+        detect,
+    )
 
     if args.shared.is_file():
         entries = json.loads(args.shared.read_text(encoding="utf-8"))

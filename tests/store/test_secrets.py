@@ -30,6 +30,7 @@ from memdir.store._secrets import (
 )
 from tests.store.secret_corpus import FORMATS
 from tests.store.test_secrets_formats import CONTEXT_SAMPLES
+from tests.store.test_secrets_spellings import SPELLING_SAMPLES
 
 _RNG = random.Random(20240611)
 ALNUM = string.ascii_letters + string.digits
@@ -217,9 +218,11 @@ def test_finds_each_provider_key(case: Case) -> None:
 
 def test_every_rule_has_a_sample() -> None:
     # Rules added for issue 13 have theirs in the format table and in
-    # test_secrets_formats.py (CONTEXT_SAMPLES).
+    # test_secrets_formats.py (CONTEXT_SAMPLES); those for issue 25 in
+    # test_secrets_spellings.py (SPELLING_SAMPLES).
     sampled = {c.rule_id for c in CASES} | {f.rule_id for f in FORMATS if f.rule_id}
     sampled |= {rule_id for rule_id, _, _ in CONTEXT_SAMPLES}
+    sampled |= {rule_id for rule_id, _, _ in SPELLING_SAMPLES}  # issue 25's spellings
     assert sampled == {rule.id for rule in SECRET_RULES}
 
 

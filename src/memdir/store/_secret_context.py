@@ -158,7 +158,8 @@ def plausible_value(value: str, kind: ValueKind) -> bool:
     size = len(value)
     if size < (12 if kind is ValueKind.WEAK else 8) or len(set(value)) < 4:
         return False
-    if _is_reference(value) or not not_masked(value) or _is_stock(value):
+    # "(hidden)", "[masked]": a stock word in brackets is still a stock word.
+    if _is_reference(value) or not not_masked(value) or _is_stock(value.strip("()[]")):
         return False
     if _is_path_or_url(value) or compile_ascii(_EMAIL).fullmatch(value):
         return False
