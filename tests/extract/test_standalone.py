@@ -245,7 +245,8 @@ def test_successive_standalone_runs_read_what_the_last_one_cached(
         model = AnthropicModel(
             "claude-test", api_key="k", base_url=server.base_url, retry=RetryPolicy(max_retries=0)
         )
-        ex = MemoryExtractor(tmp_path / "memory", model, clock=clock)
+        config = ExtractConfig(window_tokens=3_000)  # the geometry these figures assume
+        ex = MemoryExtractor(tmp_path / "memory", model, config, clock=clock)
         ex.restore(messages[79].uuid)  # the first 40 turns were handled before
 
         async def main() -> None:
@@ -301,7 +302,8 @@ def test_after_the_cache_expired_the_window_restarts_short_and_then_grows(
         model = AnthropicModel(
             "claude-test", api_key="k", base_url=server.base_url, retry=RetryPolicy(max_retries=0)
         )
-        ex = MemoryExtractor(tmp_path / "memory", model, clock=clock)
+        config = ExtractConfig(window_tokens=3_000)  # a restart keeps 750 tokens
+        ex = MemoryExtractor(tmp_path / "memory", model, config, clock=clock)
         ex.restore(messages[79].uuid)
 
         async def main() -> None:

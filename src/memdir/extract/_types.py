@@ -48,9 +48,13 @@ class ExtractConfig:
     prices: Mapping[str, Prices] = field(default_factory=dict)
     """Prices that override :data:`memdir.cost.MODEL_FAMILIES`, by model name, spec
     (``openai:gpt-4o``) or a prefix of either; the longest key that matches wins."""
-    window_tokens: int = 3_000
+    window_tokens: int = 2_000
     """Standalone runs: the most earlier conversation (estimated tokens) sent as context
-    before the new messages."""
+    before the new messages. The window keeps its start from run to run (read from the
+    cache) and grows with the conversation until it passes this size, or memdir's cache
+    has expired; it then restarts with the last quarter of it. 2,000 tokens is a few
+    exchanges: enough to read "yes, do that" against what it answers, while a run late in
+    a long conversation costs what an early one does."""
     context_budget_tokens: int = 100_000
     """Standalone runs: the most new conversation (estimated tokens) one run looks at; a
     longer stretch is split over several runs, each message still seen once."""
