@@ -14,6 +14,7 @@ and gets a new ``modified``; a new one is attributed to the current session when
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from dataclasses import dataclass
@@ -27,7 +28,13 @@ from memdir.fork import CacheSafeParams, run_forked_agent
 from memdir.messages import Message, messages_from_native
 from memdir.models import Model
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
-from memdir.store import ENTRYPOINT_NAME, MemoryDir, MemoryFormat, empty_trash
+from memdir.store import (
+    ENTRYPOINT_NAME,
+    MemoryDir,
+    MemoryFormat,
+    empty_trash,
+    repair_memory_dir,
+)
 from memdir.telemetry import Sink, emit
 from memdir.tools import MemoryFiles, ToolContext, builtin_tools
 
@@ -193,6 +200,11 @@ class AutoDream:
         if prior is None:
             emit(self.sink, "dream.skipped", reason="another consolidation pass is running")
             return False
+        # What an earlier pass, extraction or forget killed midway left behind (empty
+        # retired memories still indexed, memories without a line) is put right first,
+        # so the pass starts from a consistent folder.
+        for repair in await asyncio.to_thread(repair_memory_dir, md):
+            emit(self.sink, "memory.repaired", kind=repair.kind, path=repair.path)
         # What `memdir forget` put in the trash over a week ago is kept for --undo no more.
         emptied = empty_trash(md, now=now)
         emit(

@@ -82,16 +82,38 @@ class Repair:
     """What it was done to, relative to the memory directory, ``/`` separated: the memory
     file, the temporary file or the trash entry's folder."""
 
-    def describe(self) -> str:
-        """One line for people: ``added an index line for notes.md`` and so on."""
-        return {
-            "indexed": f"added the missing index line for {self.path}",
-            "unlinked_line": f"removed the index line of the missing file {self.path}",
-            "empty_removed": f"removed the empty memory {self.path} and its index line",
-            "temp_removed": f"removed the leftover temporary file {self.path}",
-            "trash_removed": f"removed the incomplete trash entry {self.path}",
-            "trash_completed": f"finished forgetting {self.path}",
+    def describe(self, *, done: bool = True) -> str:
+        """One line for people: ``added the missing index line for notes.md``; with
+        ``done=False``, what is to be done: ``add the missing index line for notes.md``."""
+        verb, rest = {
+            "indexed": (("added", "add"), "the missing index line for"),
+            "unlinked_line": (("removed", "remove"), "the index line of the missing file"),
+            "empty_removed": (("removed", "remove"), "the empty memory"),
+            "temp_removed": (("removed", "remove"), "the leftover temporary file"),
+            "trash_removed": (("removed", "remove"), "the incomplete trash entry"),
+            "trash_completed": (("finished", "finish"), "forgetting"),
         }[self.kind]
+        tail = " and its index line" if self.kind == "empty_removed" else ""
+        return f"{verb[0] if done else verb[1]} {rest} {self.path}{tail}"
+
+
+@dataclass(frozen=True)
+class _Act:
+    """Carries out a repair's changes, or, for a dry run, only lets them be counted."""
+
+    dry_run: bool
+
+    def unlink(self, path: Path) -> None:
+        if not self.dry_run:
+            path.unlink()
+
+    def write(self, path: Path, data: bytes) -> None:
+        if not self.dry_run:
+            atomic_write(path, data)
+
+    def remove_entry(self, folder: Path) -> None:
+        if not self.dry_run:
+            remove_entry_folder(folder)
 
 
 @dataclass
@@ -203,7 +225,7 @@ def _relative(memory: MemoryDir, path: Path) -> str:
         return str(path)
 
 
-def _repair_trash(memory: MemoryDir, repairs: list[Repair]) -> None:
+def _repair_trash(memory: MemoryDir, act: _Act, repairs: list[Repair]) -> None:
     """Incomplete entries removed; complete ones whose memory is still in place finished
     or dropped. The main index's lock is held, which every forget and undo holds
     throughout, so none of them is halfway through."""
@@ -220,15 +242,17 @@ def _repair_trash(memory: MemoryDir, repairs: list[Repair]) -> None:
         if entry is None:
             # Made by a forget that died before its record was written: the memory and
             # its index lines were never touched, so the entry holds nothing needed.
-            remove_entry_folder(folder)
+            act.remove_entry(folder)
             repairs.append(Repair(kind="trash_removed", path=_relative(memory, folder)))
             continue
         index = Path(os.path.normpath(memory.root / entry.index))
         if memory.root in index.parents and STATE_DIR_NAME not in index.parts:
-            _settle_entry(memory, entry, index, repairs)
+            _settle_entry(memory, entry, index, act, repairs)
 
 
-def _settle_entry(memory: MemoryDir, entry: TrashEntry, index: Path, repairs: list[Repair]) -> None:
+def _settle_entry(
+    memory: MemoryDir, entry: TrashEntry, index: Path, act: _Act, repairs: list[Repair]
+) -> None:
     target = Path(os.path.normpath(memory.root / entry.filename))
     if memory.root not in target.parents or target.is_symlink() or not target.is_file():
         return  # forgotten for good: nothing to settle
@@ -247,11 +271,11 @@ def _settle_entry(memory: MemoryDir, entry: TrashEntry, index: Path, repairs: li
     if listed or not entry.index_lines:
         # The forget stopped before the index (or an undo got past it): the memory is
         # in place and indexed, so the copy is a duplicate.
-        remove_entry_folder(entry.path)
+        act.remove_entry(entry.path)
         repairs.append(Repair(kind="trash_removed", path=_relative(memory, entry.path)))
         return
     with contextlib.suppress(OSError):
-        target.unlink()
+        act.unlink(target)
         repairs.append(Repair(kind="trash_completed", path=entry.filename))
 
 
@@ -267,6 +291,7 @@ def _repair_index(
     memory: MemoryDir,
     index: Path,
     memories: list[Path],
+    act: _Act,
     repairs: list[Repair],
 ) -> None:
     """Lines without a file or pointing at an empty one removed (the empty file too);
@@ -291,7 +316,7 @@ def _repair_index(
             continue
         if path.is_file() and not path.is_symlink() and _is_empty(path):
             with contextlib.suppress(OSError):
-                path.unlink()
+                act.unlink(path)
             repairs.append(Repair(kind="empty_removed", path=_relative(memory, path)))
             continue
         listed.add(path)
@@ -302,7 +327,7 @@ def _repair_index(
             continue
         if _is_empty(path):
             with contextlib.suppress(OSError):
-                path.unlink()
+                act.unlink(path)
             repairs.append(Repair(kind="empty_removed", path=_relative(memory, path)))
             continue
         link = os.path.relpath(path, index.parent).replace(os.sep, "/")
@@ -312,7 +337,7 @@ def _repair_index(
         kept[-1] += b"\n"
     updated = b"".join(kept + added)
     if updated != original:
-        atomic_write(index, updated)
+        act.write(index, updated)
 
 
 def _targets(memory: MemoryDir, index: Path, line: bytes) -> list[Path]:
@@ -334,6 +359,7 @@ def repair_memory_dir(
     stale_after: float = STALE_TEMP_SECONDS,
     lock_timeout: float = 1.0,
     now: float | None = None,
+    dry_run: bool = False,
 ) -> list[Repair]:
     """Repair what crashed processes left in ``memory`` (see the module's description).
 
@@ -341,8 +367,11 @@ def repair_memory_dir(
     ``lock_timeout`` seconds for it; an index still locked is left as it is (another
     process is changing it, and the next repair sees the result). ``stale_after``: the
     age at which a temporary file that does not name its writer counts as left behind.
-    Returns the repairs made, in order; never raises for what it cannot repair.
+    Returns the repairs made, in order; never raises for what it cannot repair. With
+    ``dry_run`` nothing is changed or locked: the repairs it would make are returned
+    (``memdir doctor`` reports them).
     """
+    act = _Act(dry_run=dry_run)
     if not memory.root.is_dir():
         return []
     moment = time.time() if now is None else now
@@ -353,18 +382,19 @@ def repair_memory_dir(
         held: set[Path] = set()
         for index in indexes:  # always in this order, so two repairs never deadlock
             try:
-                stack.enter_context(file_lock(index, timeout=lock_timeout))
+                if not dry_run:
+                    stack.enter_context(file_lock(index, timeout=lock_timeout))
             except StoreError:
                 continue
             held.add(index)
         if memory.entrypoint in held:
-            _repair_trash(memory, repairs)
+            _repair_trash(memory, act, repairs)
         for index in indexes:
             if index not in held:
                 continue
             mine = [p for p in found.memories if _index_of(memory, p) == index]
             try:
-                _repair_index(memory, index, mine, repairs)
+                _repair_index(memory, index, mine, act, repairs)
             except StoreError:
                 continue
         for temp in found.temps:
@@ -378,7 +408,7 @@ def repair_memory_dir(
             )
             if ours or _stale_temp(temp, moment, stale_after):
                 try:
-                    temp.unlink()
+                    act.unlink(temp)
                 except OSError:
                     continue  # gone meanwhile, or not ours to remove
                 repairs.append(Repair(kind="temp_removed", path=_relative(memory, temp)))

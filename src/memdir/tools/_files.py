@@ -226,7 +226,7 @@ class ReadTool:
         except ToolError:
             # Seen missing now: a Write may create it again without being taken for one
             # that would bring back a file deleted since an earlier Read.
-            context.read_files.pop(os.path.realpath(path), None)
+            context.read_files.pop(await asyncio.to_thread(os.path.realpath, path), None)
             raise
         context.read_files[real] = stamp
         return ToolOutput(content=text)
