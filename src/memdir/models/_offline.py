@@ -365,8 +365,9 @@ def _index_retry(own: Sequence[Message]) -> list[tuple[str, Mapping[str, str]]]:
     index since it was read: Read it again, then Write it with the new lines.
 
     The index is rewritten from what the fresh Read returned, with only the lines of the
-    memories this run wrote put in (a file it emptied loses its line), so a line another
-    process removed meanwhile never comes back and one it added is kept.
+    memories this run wrote put in (a file it emptied, or one found gone when read again,
+    loses its line), so a line another process removed meanwhile never comes back and
+    one it added is kept.
     """
     turns = [m for m in own if m.role == "assistant" and m.tool_uses]
     if not turns:
@@ -392,11 +393,20 @@ def _index_retry(own: Sequence[Message]) -> list[tuple[str, Mapping[str, str]]]:
         if u.name == "Write"
         and os.path.basename(str(u.input.get("file_path", ""))) == ENTRYPOINT_NAME
     )
+    written = {
+        str(u.input.get("file_path", "")): str(u.input.get("content", ""))
+        for t in turns
+        for u in t.tool_uses
+        if u.name == "Write" and (r := results.get(u.id)) is not None and not r.is_error
+    }
     stale = failed_index_writes(last)
     if stale:
         if attempts > _INDEX_RETRIES:
             return []
-        return [("Read", {"file_path": str(u.input["file_path"])}) for u in stale]
+        # The memories written are read again too: one removed meanwhile gets no line.
+        again = [str(u.input["file_path"]) for u in stale]
+        again += [p for p in written if os.path.basename(p) != ENTRYPOINT_NAME]
+        return [("Read", {"file_path": path}) for path in dict.fromkeys(again)]
     if len(turns) < 2 or any(u.name != "Read" for u in last.tool_uses):
         return []
     answers = own[own.index(last) + 1] if own.index(last) + 1 < len(own) else None
@@ -404,12 +414,6 @@ def _index_retry(own: Sequence[Message]) -> list[tuple[str, Mapping[str, str]]]:
         return []
     fresh = reads_answered(last, answers)
     wanted = {str(u.input["file_path"]): u for u in failed_index_writes(turns[-2])}
-    written = {
-        str(u.input.get("file_path", "")): str(u.input.get("content", ""))
-        for t in turns
-        for u in t.tool_uses
-        if u.name == "Write" and (r := results.get(u.id)) is not None and not r.is_error
-    }
     calls: list[tuple[str, Mapping[str, str]]] = []
     for path, attempt in wanted.items():
         if path not in fresh:
@@ -425,8 +429,8 @@ def _index_retry(own: Sequence[Message]) -> list[tuple[str, Mapping[str, str]]]:
             link = os.path.relpath(file, root).replace(os.sep, "/")
             if os.path.basename(file) == ENTRYPOINT_NAME or link.startswith("../"):
                 continue
-            if not text.strip():
-                pointers[link] = None  # emptied: its line goes
+            if not text.strip() or (file in fresh and fresh[file] is None):
+                pointers[link] = None  # emptied, or removed since: its line goes
             elif link in meant:
                 pointers[link] = meant[link]
         index = _index(fresh[path] or "", pointers, set(pointers))

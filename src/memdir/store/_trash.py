@@ -244,11 +244,14 @@ def forget_memory(
             # lines, then the file: wherever this stops, a copy of everything is left.
             atomic_write(folder / _COPY_NAME, gzip.compress(data, mtime=0))
             atomic_write(folder / _RECORD_NAME, json.dumps(record, indent=2) + "\n")
-            if gone:
+            if original is not None:
+                # Rewritten even when no line pointed at the memory: a memory agent that
+                # read the index before this and is about to add the memory's line then
+                # finds the index changed, reads it again and sees the memory gone.
                 atomic_write(index, b"".join(line for n, line in enumerate(lines) if n not in gone))
             target.unlink(missing_ok=True)
         except OSError as exc:  # StoreError included
-            if gone and original is not None:
+            if original is not None:
                 with contextlib.suppress(StoreError):
                     atomic_write(index, original)
             remove_entry_folder(folder)
