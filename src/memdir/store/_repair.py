@@ -318,6 +318,7 @@ def _repair_index(
             with contextlib.suppress(OSError):
                 act.unlink(path)
             repairs.append(Repair(kind="empty_removed", path=_relative(memory, path)))
+            listed.add(path)  # handled: a dry run still finds it on disk below
             continue
         listed.add(path)
         kept.append(line)
