@@ -245,7 +245,7 @@ def test_forget_and_undo_of_a_folder_memory_hold_the_main_index_lock_first(
     memory(tmp_path, "notes/a.md")
     (tmp_path / "notes" / ENTRYPOINT_NAME).write_text("- [a](a.md) — a fact\n")
     locked: list[str] = []
-    real_lock = trash_module.file_lock
+    from memdir.store import file_lock as real_lock
 
     def recording(path: str | os.PathLike[str], **kwargs: float) -> Any:
         locked.append(Path(path).relative_to(tmp_path).as_posix())
