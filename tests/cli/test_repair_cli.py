@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from pathlib import Path
 
 from click.testing import CliRunner
 
+from memdir import _hook_worker
 from memdir._cli import cli
 from memdir.dream import AutoDream
 from memdir.models import OfflineModel
@@ -99,3 +101,18 @@ def test_dream_reports_repairs_as_telemetry(tmp_path: Path) -> None:
         {"kind": "unlinked_line", "path": "gone.md"},
         {"kind": "indexed", "path": "unindexed.md"},
     ]
+
+
+def test_the_hook_repairs_first_and_logs_each_repair(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    debris(memory)
+    session = write_session(tmp_path / "s.jsonl", TURNS[:1])
+    job = {"transcript_path": str(session), "memory_dir": str(memory), "model": "offline"}
+    log = io.StringIO()
+    assert _hook_worker.run_job(job, stream=log) == 0, log.getvalue()
+    said = [line.partition(" ")[2] for line in log.getvalue().splitlines()]
+    assert said[1:3] == [
+        "repaired: removed the index line of the missing file gone.md",
+        "repaired: added the missing index line for unindexed.md",
+    ]
+    assert "gone.md" not in (memory / "MEMORY.md").read_text()
