@@ -255,3 +255,11 @@ def test_forget_and_undo_of_a_folder_memory_hold_the_main_index_lock_first(
     forget_memory(MemoryDir(tmp_path), "notes/a.md")
     restore_memory(MemoryDir(tmp_path))
     assert locked == [ENTRYPOINT_NAME, f"notes/{ENTRYPOINT_NAME}"] * 2
+
+
+def test_a_memory_its_folders_own_index_lists_gets_no_second_line(tmp_path: Path) -> None:
+    memory(tmp_path, "notes/a.md")
+    (tmp_path / "notes" / ENTRYPOINT_NAME).write_text("- [a](a.md) — a fact\n")
+    memory(tmp_path, "notes/b.md")  # listed nowhere: the main index takes it
+    assert kinds(repair_memory_dir(MemoryDir(tmp_path))) == [("indexed", "notes/b.md")]
+    assert index(tmp_path) == "- [b](notes/b.md) — a fact\n"

@@ -122,39 +122,43 @@ class _Found:
 
     memories: list[Path]
     temps: list[Path]
+    indexes: list[Path]
 
 
 def _walk(root: Path) -> _Found:
-    """Every memory file and temporary file below ``root`` (``.memdir/`` folders included
-    for temporary files only), in one walk that follows no symlink."""
-    found = _Found(memories=[], temps=[])
+    """Every memory file, index and temporary file below ``root`` (in ``.memdir/``
+    folders, temporary files only), in one walk that follows no symlink."""
+    found = _Found(memories=[], temps=[], indexes=[])
     pending: list[tuple[Path, bool]] = [(root, False)]
     while pending:
         directory, in_state = pending.pop()
         try:
             with os.scandir(directory) as entries:
                 for entry in entries:
-                    try:
-                        if entry.is_symlink():
-                            continue
-                        if entry.is_dir(follow_symlinks=False):
-                            pending.append(
-                                (Path(entry.path), in_state or entry.name == STATE_DIR_NAME)
-                            )
-                        elif TEMP_FILE.fullmatch(entry.name):
-                            found.temps.append(Path(entry.path))
-                        elif (
-                            not in_state
-                            and entry.name.endswith(".md")
-                            and entry.name != ENTRYPOINT_NAME
-                            and entry.is_file(follow_symlinks=False)
-                        ):
-                            found.memories.append(Path(entry.path))
-                    except OSError:
-                        continue
+                    with contextlib.suppress(OSError):  # vanished meanwhile: skip it
+                        _sort(entry, in_state, found, pending)
         except OSError:
             continue
     return found
+
+
+def _sort(
+    entry: os.DirEntry[str], in_state: bool, found: _Found, pending: list[tuple[Path, bool]]
+) -> None:
+    """File ``entry`` as a folder to walk, a temporary file, an index, a memory, or
+    nothing."""
+    if entry.is_symlink():
+        return
+    if entry.is_dir(follow_symlinks=False):
+        pending.append((Path(entry.path), in_state or entry.name == STATE_DIR_NAME))
+    elif TEMP_FILE.fullmatch(entry.name):
+        found.temps.append(Path(entry.path))
+    elif in_state or not entry.name.endswith(".md") or not entry.is_file(follow_symlinks=False):
+        return
+    elif entry.name == ENTRYPOINT_NAME:
+        found.indexes.append(Path(entry.path))
+    else:
+        found.memories.append(Path(entry.path))
 
 
 def _alive(pid: int) -> bool:
@@ -291,11 +295,13 @@ def _repair_index(
     memory: MemoryDir,
     index: Path,
     memories: list[Path],
+    elsewhere: set[Path],
     act: _Act,
     repairs: list[Repair],
 ) -> None:
     """Lines without a file or pointing at an empty one removed (the empty file too);
-    memories without a line given one. The index's lock is held."""
+    memories without a line, here or in another index (``elsewhere``: a folder's own
+    ``MEMORY.md``), given one. The index's lock is held."""
     try:
         original = index.read_bytes()
     except FileNotFoundError:
@@ -324,7 +330,7 @@ def _repair_index(
         kept.append(line)
     added: list[bytes] = []
     for path in sorted(memories):
-        if path in listed or not path.exists():
+        if path in listed or path in elsewhere or not path.exists():
             continue
         if _is_empty(path):
             with contextlib.suppress(OSError):
@@ -339,6 +345,15 @@ def _repair_index(
     updated = b"".join(kept + added)
     if updated != original:
         act.write(index, updated)
+
+
+def _listed(memory: MemoryDir, index: Path) -> set[Path]:
+    """The memory files the lines of ``index`` point at."""
+    try:
+        text = index.read_bytes()
+    except OSError:
+        return set()
+    return {path for line in split_lines(text) for path in _targets(memory, index, line)}
 
 
 def _targets(memory: MemoryDir, index: Path, line: bytes) -> list[Path]:
@@ -390,12 +405,15 @@ def repair_memory_dir(
             held.add(index)
         if memory.entrypoint in held:
             _repair_trash(memory, act, repairs)
+        # What any other index lists (a folder's own MEMORY.md) needs no line here.
+        listed = {i: _listed(memory, i) for i in found.indexes if i not in indexes}
+        elsewhere = set().union(*listed.values()) if listed else set()
         for index in indexes:
             if index not in held:
                 continue
             mine = [p for p in found.memories if _index_of(memory, p) == index]
             try:
-                _repair_index(memory, index, mine, act, repairs)
+                _repair_index(memory, index, mine, elsewhere, act, repairs)
             except StoreError:
                 continue
         for temp in found.temps:
