@@ -254,7 +254,14 @@ class AutoDream:
                 **error_fields(exc),
             )
             return False
-        retired = _remove_empty_memories(md)
+        # The files the pass emptied are retired: deleted, with any index line the pass
+        # left them (a write of the index refused because another process changed it
+        # meanwhile, say), by the same repair that starts the pass.
+        settled = await asyncio.to_thread(repair_memory_dir, md)
+        retired = [md.root / r.path for r in settled if r.kind == "empty_removed"]
+        for repair in settled:
+            if repair.kind != "empty_removed":
+                emit(self.sink, "memory.repaired", kind=repair.kind, path=repair.path)
         # A file the pass emptied was retired, not improved: it is gone.
         gone = set(retired)
         touched = [p for p in result.written_paths if p.name != ENTRYPOINT_NAME and p not in gone]
@@ -275,20 +282,3 @@ class AutoDream:
             team = sum(1 for p in touched if md.is_team_path(p))
             notify(MemorySaved(paths=tuple(touched), team_count=team, verb="Improved"))
         return True
-
-
-def _remove_empty_memories(md: MemoryDir) -> list[Path]:
-    """Delete memory files the pass emptied (its way to retire them; it has no rm)."""
-    removed: list[Path] = []
-    if not md.root.is_dir():
-        return removed
-    for path in md.root.rglob("*.md"):
-        if path.name == ENTRYPOINT_NAME or path.is_symlink() or not path.is_file():
-            continue
-        try:
-            if path.stat().st_size == 0 or not path.read_text(encoding="utf-8").strip():
-                path.unlink()
-                removed.append(path)
-        except (OSError, UnicodeDecodeError):
-            continue
-    return removed
