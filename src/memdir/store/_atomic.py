@@ -99,7 +99,9 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
     its owner chose stays); a symlink at ``path`` is replaced by a regular file rather
     than written through. Raises :class:`~memdir.errors.StoreError` on failure, with the
     target untouched and no temporary file left behind. A process killed mid-write can
-    still leave one; the next write of the same file removes it once it is an hour old.
+    still leave one (named for its process, see :func:`temp_prefix`); the repair step
+    (:func:`~memdir.store.repair_memory_dir`) removes it once that process is gone, and
+    the next write of the same file once it is an hour old.
     """
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data

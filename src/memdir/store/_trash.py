@@ -16,9 +16,12 @@ entry without a record is incomplete and ignored), then removes the index lines,
 the file; restoring puts the index lines back first, then the file (never over a file of
 the same name), then removes the entry. A step interrupted leaves both copies, and
 restoring again finishes the job: a memory file identical to the stored one is taken as
-already restored, and index lines already present are not added twice. Both hold the
-index's lock throughout. The model's permission gate keeps it from writing in
-``.memdir/``, so it cannot empty the trash or forge an entry.
+already restored, and index lines already present are not added twice; the repair step
+(:mod:`memdir.store._repair`) settles what a killed forget or undo left. Both hold the
+index's lock throughout (and the main index's, for a memory indexed in another folder),
+the lock every writer of ``MEMORY.md`` takes, the memory agent's Write and Edit included.
+The model's permission gate keeps it from writing in ``.memdir/``, so it cannot empty the
+trash or forge an entry.
 
 :func:`empty_trash` drops entries older than :data:`TRASH_KEEP_SECONDS`; each
 consolidation pass (``memdir dream``) calls it.

@@ -2,9 +2,11 @@
 
 Write and Edit of an existing file follow Claude Code's rule: the file must have been Read
 in this run and be unchanged on disk since, so the model never overwrites text it has not
-seen. Every write goes through :func:`~memdir.store.atomic_write`. A memory file is stored
-the way the run's :class:`~memdir.tools.MemoryFiles` says (by default for a memory
-directory: its frontmatter in Claude Code's current layout, stamped).
+seen; a file Read and deleted since is not written back. A ``MEMORY.md`` is checked and
+written while its cross-process lock is held, the lock ``memdir forget`` and the other
+writers of the index take. Every write goes through :func:`~memdir.store.atomic_write`.
+A memory file is stored the way the run's :class:`~memdir.tools.MemoryFiles` says (by
+default for a memory directory: its frontmatter in Claude Code's current layout, stamped).
 
 The input checking and path resolution shared by all the builtin tools live here too.
 """
