@@ -2,9 +2,9 @@
 
 What ``memdir install claude-code``, ``memdir doctor`` and ``memdir log`` share: the
 hook's command line, the edit of a settings file that adds or removes it, the checks
-(hook, credentials, model, memory folder, Claude Code's switches, the last run) and the
-reading of the hook's log. The hook itself asks :func:`hook_memory_off` before it does
-anything.
+(hook, credentials, model, memory folder, Claude Code's switches, the last run, what a
+crash left to repair) and the reading of the hook's log. The hook itself asks
+:func:`hook_memory_off` before it does anything.
 
 Nothing here imports click: the commands in :mod:`memdir._cli._install` print what these
 functions return. The module's own imports are the standard library's, so the hook's
@@ -771,7 +771,30 @@ def doctor_findings(
     except UsageError:
         return findings
     findings.append(check_last_run(folder))
+    findings.append(check_crash_debris(folder))
     return findings
+
+
+def check_crash_debris(memory_root: Path) -> Finding:
+    """What killed runs left in the memory folder, which the next ``extract`` or ``dream``
+    repairs (:func:`~memdir.store.repair_memory_dir`, as a dry run: nothing is changed).
+
+    It never fails the check: memory still works, the index is only out of step with
+    the files until then.
+    """
+    from memdir.store import MemoryDir, repair_memory_dir
+
+    pending = repair_memory_dir(MemoryDir(memory_root), dry_run=True)
+    if not pending:
+        return Finding(check="repairs", ok=True, message="none needed")
+    shown = "; ".join(r.describe(done=False) for r in pending[:3])
+    more = f"; and {len(pending) - 3} more" if len(pending) > 3 else ""
+    return Finding(
+        check="repairs",
+        ok=True,
+        message=f"{len(pending)} left by interrupted runs, repaired by the next extract or "
+        f"dream: {shown}{more}",
+    )
 
 
 # -- the hook ----------------------------------------------------------------------------------

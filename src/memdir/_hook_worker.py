@@ -169,6 +169,15 @@ async def extract_through_claude_code_session(
     return 1 if report.errors else 0
 
 
+def repair_before_extraction(memory_root: Path, log: HookLog) -> None:
+    """Repair what a killed run left in the memory folder (a memory saved but never
+    indexed, say), a line in the log for each repair, before this run saves more."""
+    from memdir.store import MemoryDir, repair_memory_dir
+
+    for repair in repair_memory_dir(MemoryDir(memory_root)):
+        log.line(f"repaired: {repair.describe()}")
+
+
 # How long to wait for Claude Code to finish writing the turn the hook was called for.
 _SETTLE_SECONDS = 15.0
 
@@ -233,6 +242,7 @@ def run_job(job: Mapping[str, Any], *, stream: TextIO | None = None) -> int:
         for skipped in transcript.skipped:
             if is_overlong(skipped.reason):  # routine skips (unknown types) stay quiet
                 log.line(f"skipped line {skipped.line} of {path}: {skipped.reason}")
+        repair_before_extraction(memory_root, log)
         base_url = job.get("base_url")
         model = job.get("model")
         cli_path = job.get("claude_path")

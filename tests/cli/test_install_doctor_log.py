@@ -295,9 +295,11 @@ def test_doctor_passes_a_working_setup(project: Path, monkeypatch: pytest.Monkey
         "memory folder",
         "switches",
         "last run",
+        "repairs",
     ]
     assert "an Anthropic API key in ANTHROPIC_API_KEY" in found["credentials"]["message"]
     assert found["last run"]["message"] == "none logged yet"
+    assert found["repairs"]["message"] == "none needed"
     assert "PROBLEM" not in text
 
 
@@ -409,6 +411,27 @@ def test_doctor_reports_the_last_runs_failure(
         "2026-12-04T05:01:00.000Z: run failed (retried next time): "
         "ModelError: 401 invalid x-api-key"
     )
+
+
+def test_doctor_reports_what_a_crash_left_and_changes_nothing(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    install(project)
+    folder = default_memory_dir(project)
+    folder.mkdir(parents=True)
+    (folder / "MEMORY.md").write_text("- [Gone](gone.md) — deleted\n")
+    (folder / "kept.md").write_text("---\nname: Kept\ndescription: saved, never indexed\n---\nx\n")
+    before = sorted(p.name for p in folder.iterdir())
+    code, found, text = doctor(project)
+    assert code == 0, text  # memory still works: reported, not a problem
+    assert found["repairs"]["ok"] is True
+    assert found["repairs"]["message"] == (
+        "2 left by interrupted runs, repaired by the next extract or dream: remove the "
+        "index line of the missing file gone.md; add the missing index line for kept.md"
+    )
+    assert sorted(p.name for p in folder.iterdir()) == before
+    assert (folder / "MEMORY.md").read_text() == "- [Gone](gone.md) — deleted\n"
 
 
 # -- log ---------------------------------------------------------------------------------------

@@ -225,6 +225,36 @@ def test_watch_picks_up_an_appended_turn(tmp_path: Path) -> None:
         assert watcher.wait(timeout=60) == 0
 
 
+def test_watch_repairs_a_memory_folder_before_extracting_into_it(tmp_path: Path) -> None:
+    write_session(tmp_path / "s.jsonl", TURNS[:1])
+    memory = tmp_path / "m"
+    memory.mkdir()
+    (memory / "MEMORY.md").write_text("- [Gone](gone.md) — its file was removed\n")
+    command = [*MEMDIR, "watch", str(tmp_path), "--model", "offline", "--memory-dir"]
+    with subprocess.Popen(
+        [*command, str(memory), "--interval", "0.05", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env_for(tmp_path),
+    ) as watcher:
+        assert watcher.stdout is not None
+        try:
+            assert json.loads(read_line(watcher.stdout))["event"] == "watching"
+            assert json.loads(read_line(watcher.stdout)) == {
+                "event": "repaired",
+                "memory_dir": str(memory),
+                "kind": "unlinked_line",
+                "path": "gone.md",
+            }
+            assert json.loads(read_line(watcher.stdout))["event"] == "extracted"
+        finally:
+            watcher.send_signal(signal.SIGINT)
+        assert json.loads(read_line(watcher.stdout))["event"] == "stopped"
+        assert watcher.wait(timeout=60) == 0
+    assert "gone.md" not in (memory / "MEMORY.md").read_text()
+
+
 def test_two_extract_processes_on_one_memory_dir(tmp_path: Path) -> None:
     memory = tmp_path / "m"
     first = write_session(tmp_path / "one.jsonl", TURNS)

@@ -479,3 +479,27 @@ def test_a_turn_whose_messages_do_not_read_leaves_the_lock_as_it_was(tmp_path: P
     with pytest.raises(TypeError):
         asyncio.run(AutoDream(memory, model).run(turn))
     assert last_consolidated_at(memory) == 0.0
+
+
+def test_a_retired_memory_goes_with_the_line_the_pass_left_it(tmp_path: Path) -> None:
+    # The pass empties a memory to retire it, but its Write of the index did not happen
+    # (refused as stale after a forget elsewhere, say): the file and its line both go.
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    (memory / "kept.md").write_text("---\nname: kept\ndescription: kept\ntype: user\n---\nx\n")
+    (memory / "dup.md").write_text("---\nname: dup\ndescription: dup\ntype: user\n---\nx\n")
+    (memory / "MEMORY.md").write_text("- [kept](kept.md) — kept\n- [dup](dup.md) — dup\n")
+    retire = ToolUseBlock(
+        id="w0", name="Write", input={"file_path": str(memory / "dup.md"), "content": ""}
+    )
+    reads = Message(
+        role="assistant",
+        content=(ToolUseBlock(id="r0", name="Read", input={"file_path": str(memory / "dup.md")}),),
+    )
+    model = ScriptedModel([reads, Message(role="assistant", content=(retire,)), "Retired dup."])
+    events: list[Event] = []
+    assert asyncio.run(dreamer(tmp_path, model, events).run())
+    assert sorted(p.name for p in memory.glob("*.md")) == ["MEMORY.md", "kept.md"]
+    assert (memory / "MEMORY.md").read_text() == "- [kept](kept.md) — kept\n"
+    completed = [e for e in events if e.name == "dream.completed"]
+    assert completed[0].fields["files_retired"] == 1

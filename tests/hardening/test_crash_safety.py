@@ -65,7 +65,7 @@ SPREAD = {"extractor": 0.45, "cli": 0.9}
 TURNS_PER_CHILD = 10_000  # more than any child gets through before its kill
 _EXTRACTOR_LINE = re.compile(r"- \[Topic (\d+)\]\((?P<link>topic-\1\.md)\) — turn \d+")
 _OFFLINE_LINE = re.compile(r"- \[[^\]\n]*\]\((?P<link>[^)\s]+\.md)\)(?: — .+)?")
-_TEMP_FILE = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp")
+_TEMP_FILE = re.compile(r"\..+\.(?:\d+-)?[A-Za-z0-9_]{8}\.tmp")
 
 
 def sha(data: bytes) -> str:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from memdir.errors import StoreError
-from memdir.store import atomic_write
-from memdir.tools._base import FileStamp, Tool, ToolContext, ToolError, ToolOutput
+from memdir.store import MemoryDir, atomic_write, file_lock
+from memdir.tools._base import FileStamp, MemoryFiles, Tool, ToolContext, ToolError, ToolOutput
 from memdir.tools._bash import BashTool
 from memdir.tools._builtin import builtin_tools
 from memdir.tools._files import EditTool, ReadTool, WriteTool
@@ -426,3 +426,82 @@ def test_the_folded_index_the_agent_was_shown_is_never_written_back(tmp_path: Pa
     edit = {"file_path": str(index), "old_string": old, "new_string": f"{old}\n{new}"}
     run(EditTool(memory), edit, context)
     assert index.read_text() == f"# Memory\n\n{pointers}{new}\n"
+
+
+# The index's lock
+
+
+def index_lock_held(path: str | os.PathLike[str]) -> bool:
+    """Whether another holder has ``path``'s cross-process lock right now."""
+    try:
+        with file_lock(path, timeout=0):
+            return False
+    except StoreError:
+        return True
+
+
+def spy_on_index_writes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Record, for each write of a ``MEMORY.md``, whether its lock was held meanwhile."""
+    held: list[bool] = []
+
+    def spy(path: str | os.PathLike[str], data: str | bytes) -> None:
+        if Path(path).name == "MEMORY.md":
+            held.append(index_lock_held(path))
+        atomic_write(path, data)
+
+    monkeypatch.setattr("memdir.tools._files.atomic_write", spy)
+    return held
+
+
+def memory_context(root: Path) -> ToolContext:
+    return ToolContext(memory_files=MemoryFiles(memory_dir=MemoryDir(root), format="2.1.88"))
+
+
+def test_write_and_edit_of_the_index_hold_its_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # forget and undo rewrite the index under this lock: a Write or Edit that checked
+    # the index unchanged and then wrote it outside the lock could undo their change.
+    held = spy_on_index_writes(monkeypatch)
+    context = memory_context(tmp_path)
+    index = tmp_path / "MEMORY.md"
+    run(WriteTool(tmp_path), {"file_path": str(index), "content": "- [a](a.md) — a\n"}, context)
+    edit = {"file_path": str(index), "old_string": "— a", "new_string": "— b"}
+    run(EditTool(tmp_path), edit, context)
+    run(WriteTool(tmp_path), {"file_path": str(tmp_path / "a.md"), "content": "a\n"}, context)
+    assert held == [True, True]
+    assert not index_lock_held(index)  # and let go after
+
+
+def test_a_plain_write_of_a_memory_md_elsewhere_leaves_no_state_folder(tmp_path: Path) -> None:
+    run(WriteTool(tmp_path), {"file_path": "MEMORY.md", "content": "notes\n"})
+    assert sorted(os.listdir(tmp_path)) == ["MEMORY.md"]
+
+
+def test_the_index_changed_by_another_process_since_read_is_refused(tmp_path: Path) -> None:
+    index = tmp_path / "MEMORY.md"
+    index.write_text("- [a](a.md) — a\n- [b](b.md) — b\n")
+    context = memory_context(tmp_path)
+    run(ReadTool(tmp_path), {"file_path": str(index)}, context)
+    with file_lock(index):  # as forget does it
+        atomic_write(index, "- [b](b.md) — b\n")
+    write = {"file_path": str(index), "content": "- [a](a.md) — a\n- [b](b.md) — b\n- [c](c.md)\n"}
+    with pytest.raises(ToolError, match="changed on disk since it was Read; Read it again"):
+        run(WriteTool(tmp_path), write, context)
+    assert index.read_text() == "- [b](b.md) — b\n"  # the forgotten line stays gone
+
+
+def test_write_refuses_to_bring_back_a_file_deleted_since_read(tmp_path: Path) -> None:
+    target = tmp_path / "a.md"
+    target.write_text("old\n")
+    context = ToolContext()
+    run(ReadTool(tmp_path), {"file_path": "a.md"}, context)
+    target.unlink()  # forgotten meanwhile
+    with pytest.raises(ToolError, match="deleted since it was Read; Read it again"):
+        run(WriteTool(tmp_path), {"file_path": "a.md", "content": "new\n"}, context)
+    assert not target.exists()
+    # Read again (and seen missing), it may be created anew.
+    with pytest.raises(ToolError, match="does not exist"):
+        run(ReadTool(tmp_path), {"file_path": "a.md"}, context)
+    run(WriteTool(tmp_path), {"file_path": "a.md", "content": "new\n"}, context)
+    assert target.read_text() == "new\n"

@@ -20,6 +20,7 @@ from memdir._cli._common import (
 from memdir._cli._existing import existing_memory_dir
 from memdir.dream import AutoDream
 from memdir.extract import MemorySaved
+from memdir.store import Repair
 from memdir.telemetry import CollectingSink
 
 
@@ -67,6 +68,10 @@ def dream_command(
     failures = events.named("dream.failed")
     skipped = events.named("dream.skipped")
     improved = [str(p) for n in notices for p in n.paths]
+    repaired = [
+        Repair(kind=e.fields["kind"], path=str(e.fields["path"]))
+        for e in events.named("memory.repaired")
+    ]
     reason = None
     if failures:
         reason = str(failures[-1].fields.get("reason") or failures[-1].fields.get("error_type"))
@@ -87,8 +92,12 @@ def dream_command(
                 if failures
                 else None,
                 "improved": improved,
+                "repaired": [{"kind": r.kind, "path": r.path} for r in repaired],
             }
         )
+    if not as_json:
+        for repair in repaired:
+            click.echo(f"repaired: {repair.describe()}")
     if failures:
         click.echo(f"memdir: consolidation could not run: {reason}", err=True)
         raise SystemExit(EXIT_FAILED)

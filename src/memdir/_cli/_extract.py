@@ -31,8 +31,8 @@ from memdir._cli._run import TranscriptReport, completed_turn_ends, extract_tran
 from memdir.errors import TranscriptError
 from memdir.models import Model, OfflineModel, RetryPolicy
 from memdir.models._retry import UnreachableError
-from memdir.store import MemoryDir
-from memdir.telemetry import Event
+from memdir.store import MemoryDir, Repair, repair_memory_dir
+from memdir.telemetry import Event, Sink, emit
 from memdir.transcripts import Transcript, load_transcript
 
 
@@ -165,6 +165,15 @@ def _announce_retries(model: Model, progress: Any) -> None:
     model.retry = dataclasses.replace(policy, on_retry=say)  # type: ignore[attr-defined]
 
 
+def _repair(memory: MemoryDir, sink: Sink) -> list[Repair]:
+    """Repair ``memory`` (:func:`~memdir.store.repair_memory_dir`), each repair reported
+    to ``sink`` as a ``memory.repaired`` event."""
+    made = repair_memory_dir(memory)
+    for repair in made:
+        emit(sink, "memory.repaired", kind=repair.kind, path=repair.path)
+    return made
+
+
 def _summary(report: TranscriptReport) -> str:
     tokens = (
         report.input_tokens + report.cache_read_input_tokens + report.cache_creation_input_tokens
@@ -295,6 +304,12 @@ def extract_command(
         for model in {id(m): m for m in chosen}.values():
             _announce_retries(model, progress)
     watch = _StopWhenUnreachable()
+    # What a killed run left behind (memories saved but not indexed, leftover temporary
+    # files, half-made trash entries) is put right before anything new is saved.
+    repaired = {
+        memory.root: _repair(memory, watch)
+        for memory in {m.root: m for _, m, _ in targets}.values()
+    }
 
     def after_turn() -> None:
         advance()
@@ -335,12 +350,18 @@ def extract_command(
         # run starts there once the endpoint answers.
         fail(f"{stop.reason} (nothing was saved from that turn on)", EXIT_FAILED, kind="model")
     failed = [detail for r in reports for detail in r.errors_detail]
+    repairs = [(root, r) for root, made in repaired.items() for r in made]
     if as_json:
         out: dict[str, object] = {"transcripts": [r.as_dict() for r in reports]}
+        out["repaired"] = [
+            {"memory_dir": str(root), "kind": r.kind, "path": r.path} for root, r in repairs
+        ]
         if failed:
             out["error"] = failed[0]
         print_json(out)
     elif not quiet:
+        for root, repair in repairs:
+            click.echo(f"repaired {root}: {repair.describe()}")
         for report in reports:
             click.echo(_summary(report))
     if any(r.errors for r in reports):

@@ -23,6 +23,7 @@ from memdir._cli._common import (
 )
 from memdir._cli._run import extract_transcript
 from memdir.errors import TranscriptError
+from memdir.store import repair_memory_dir
 from memdir.transcripts import load_transcript
 
 
@@ -93,6 +94,7 @@ def watch_command(
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
         seen: dict[Path, tuple[int, int]] = {}
+        repaired: set[Path] = set()
         say({"event": "watching", "paths": [str(p) for p in paths]}, "watching; Ctrl-C to stop")
         try:
             while not stop.is_set():
@@ -121,6 +123,20 @@ def watch_command(
                             f"skipped {file}: {memory}",
                         )
                         continue
+                    if memory.root not in repaired:
+                        # What a killed run left there is put right once, before the
+                        # first extraction into that folder.
+                        repaired.add(memory.root)
+                        for repair in await asyncio.to_thread(repair_memory_dir, memory):
+                            say(
+                                {
+                                    "event": "repaired",
+                                    "memory_dir": str(memory.root),
+                                    "kind": repair.kind,
+                                    "path": repair.path,
+                                },
+                                f"repaired {memory.root}: {repair.describe()}",
+                            )
                     model = models.for_transcript(transcript)
                     report = await extract_transcript(
                         transcript, memory, model, every=every, team=team

@@ -14,6 +14,7 @@ and gets a new ``modified``; a new one is attributed to the current session when
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from dataclasses import dataclass
@@ -27,7 +28,13 @@ from memdir.fork import CacheSafeParams, run_forked_agent
 from memdir.messages import Message, messages_from_native
 from memdir.models import Model
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
-from memdir.store import ENTRYPOINT_NAME, MemoryDir, MemoryFormat, empty_trash
+from memdir.store import (
+    ENTRYPOINT_NAME,
+    MemoryDir,
+    MemoryFormat,
+    empty_trash,
+    repair_memory_dir,
+)
 from memdir.telemetry import Sink, emit
 from memdir.tools import MemoryFiles, ToolContext, builtin_tools
 
@@ -193,6 +200,11 @@ class AutoDream:
         if prior is None:
             emit(self.sink, "dream.skipped", reason="another consolidation pass is running")
             return False
+        # What an earlier pass, extraction or forget killed midway left behind (empty
+        # retired memories still indexed, memories without a line) is put right first,
+        # so the pass starts from a consistent folder.
+        for repair in await asyncio.to_thread(repair_memory_dir, md):
+            emit(self.sink, "memory.repaired", kind=repair.kind, path=repair.path)
         # What `memdir forget` put in the trash over a week ago is kept for --undo no more.
         emptied = empty_trash(md, now=now)
         emit(
@@ -242,7 +254,14 @@ class AutoDream:
                 **error_fields(exc),
             )
             return False
-        retired = _remove_empty_memories(md)
+        # The files the pass emptied are retired: deleted, with any index line the pass
+        # left them (a write of the index refused because another process changed it
+        # meanwhile, say), by the same repair that starts the pass.
+        settled = await asyncio.to_thread(repair_memory_dir, md)
+        retired = [md.root / r.path for r in settled if r.kind == "empty_removed"]
+        for repair in settled:
+            if repair.kind != "empty_removed":
+                emit(self.sink, "memory.repaired", kind=repair.kind, path=repair.path)
         # A file the pass emptied was retired, not improved: it is gone.
         gone = set(retired)
         touched = [p for p in result.written_paths if p.name != ENTRYPOINT_NAME and p not in gone]
@@ -263,20 +282,3 @@ class AutoDream:
             team = sum(1 for p in touched if md.is_team_path(p))
             notify(MemorySaved(paths=tuple(touched), team_count=team, verb="Improved"))
         return True
-
-
-def _remove_empty_memories(md: MemoryDir) -> list[Path]:
-    """Delete memory files the pass emptied (its way to retire them; it has no rm)."""
-    removed: list[Path] = []
-    if not md.root.is_dir():
-        return removed
-    for path in md.root.rglob("*.md"):
-        if path.name == ENTRYPOINT_NAME or path.is_symlink() or not path.is_file():
-            continue
-        try:
-            if path.stat().st_size == 0 or not path.read_text(encoding="utf-8").strip():
-                path.unlink()
-                removed.append(path)
-        except (OSError, UnicodeDecodeError):
-            continue
-    return removed

@@ -31,6 +31,7 @@ from memdir.models._offline_request import (
     prompt_index,
     prompt_text,
     read_results,
+    reads_answered,
     typed_text,
 )
 from memdir.models._offline_rules import Candidate, Forget, find_cues
@@ -113,6 +114,10 @@ class OfflineModel:
             return _respond(request, "Nothing to save: the prompt names no memory directory.")
         own = messages[prompt_at + 1 :]
         if any(u.name == "Write" for m in own for u in m.tool_uses):
+            retry = _index_retry(own)
+            if retry:
+                first = 1 + sum(len(m.tool_uses) for m in own)
+                return _respond(request, "", retry, first)
             return _respond(request, _summary(own, prompt.memory_dir))
         today = self._today or newest_date(messages) or date.today()
         targets = _plan(prompt, prompt.memory_dir, messages[:prompt_at], today)
@@ -348,6 +353,90 @@ def _writes(
         if index != old_index and not contains_secret(index):
             writes.append((path, index))
     return writes
+
+
+# How often a stale index is read again and rewritten before the run gives up: another
+# process (``memdir forget``, a second agent) changing it that often in one run is rare.
+_INDEX_RETRIES = 2
+
+
+def _index_retry(own: Sequence[Message]) -> list[tuple[str, Mapping[str, str]]]:
+    """The calls that put this run's index lines in after another process changed the
+    index since it was read: Read it again, then Write it with the new lines.
+
+    The index is rewritten from what the fresh Read returned, with only the lines of the
+    memories this run wrote put in (a file it emptied, or one found gone when read again,
+    loses its line), so a line another process removed meanwhile never comes back and
+    one it added is kept.
+    """
+    turns = [m for m in own if m.role == "assistant" and m.tool_uses]
+    if not turns:
+        return []
+    results = {r.tool_use_id: r for m in own for r in m.tool_results}
+    last = turns[-1]
+
+    def failed_index_writes(turn: Message) -> list[ToolUseBlock]:
+        return [
+            u
+            for u in turn.tool_uses
+            if u.name == "Write"
+            and os.path.basename(str(u.input.get("file_path", ""))) == ENTRYPOINT_NAME
+            and (r := results.get(u.id)) is not None
+            and r.is_error
+            and "Read it" in r.text  # changed since it was read, or created meanwhile
+        ]
+
+    attempts = sum(
+        1
+        for t in turns
+        for u in t.tool_uses
+        if u.name == "Write"
+        and os.path.basename(str(u.input.get("file_path", ""))) == ENTRYPOINT_NAME
+    )
+    written = {
+        str(u.input.get("file_path", "")): str(u.input.get("content", ""))
+        for t in turns
+        for u in t.tool_uses
+        if u.name == "Write" and (r := results.get(u.id)) is not None and not r.is_error
+    }
+    stale = failed_index_writes(last)
+    if stale:
+        if attempts > _INDEX_RETRIES:
+            return []
+        # The memories written are read again too: one removed meanwhile gets no line.
+        again = [str(u.input["file_path"]) for u in stale]
+        again += [p for p in written if os.path.basename(p) != ENTRYPOINT_NAME]
+        return [("Read", {"file_path": path}) for path in dict.fromkeys(again)]
+    if len(turns) < 2 or any(u.name != "Read" for u in last.tool_uses):
+        return []
+    answers = own[own.index(last) + 1] if own.index(last) + 1 < len(own) else None
+    if answers is None:
+        return []
+    fresh = reads_answered(last, answers)
+    wanted = {str(u.input["file_path"]): u for u in failed_index_writes(turns[-2])}
+    calls: list[tuple[str, Mapping[str, str]]] = []
+    for path, attempt in wanted.items():
+        if path not in fresh:
+            continue
+        root = os.path.dirname(path)
+        meant = {
+            m.group(1).removeprefix("./"): line
+            for line in str(attempt.input.get("content", "")).splitlines()
+            if (m := _POINTER.match(line)) is not None
+        }
+        pointers: dict[str, str | None] = {}
+        for file, text in written.items():
+            link = os.path.relpath(file, root).replace(os.sep, "/")
+            if os.path.basename(file) == ENTRYPOINT_NAME or link.startswith("../"):
+                continue
+            if not text.strip() or (file in fresh and fresh[file] is None):
+                pointers[link] = None  # emptied, or removed since: its line goes
+            elif link in meant:
+                pointers[link] = meant[link]
+        index = _index(fresh[path] or "", pointers, set(pointers))
+        if index != (fresh[path] or "") and not contains_secret(index):
+            calls.append(("Write", {"file_path": path, "content": index}))
+    return calls
 
 
 def _summary(own: Sequence[Message], memory_dir: str) -> str:

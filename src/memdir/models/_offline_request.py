@@ -24,6 +24,7 @@ __all__ = [
     "prompt_index",
     "prompt_text",
     "read_results",
+    "reads_answered",
     "typed_text",
 ]
 
@@ -210,9 +211,15 @@ def read_results(own: Sequence[Message]) -> dict[str, str | None]:
     that does not exist. A Read that failed otherwise, or came back cut, is left out."""
     if len(own) < 2:
         return {}
-    results = {r.tool_use_id: r for r in own[1].tool_results}
+    return reads_answered(own[0], own[1])
+
+
+def reads_answered(calls: Message, answers: Message) -> dict[str, str | None]:
+    """What each Read among ``calls`` returned in ``answers`` (the tool results that
+    followed them), as :func:`read_results` says for the first turn."""
+    results = {r.tool_use_id: r for r in answers.tool_results}
     contents: dict[str, str | None] = {}
-    for use in own[0].tool_uses:
+    for use in calls.tool_uses:
         result = results.get(use.id)
         path = use.input.get("file_path")
         if use.name != "Read" or result is None or not isinstance(path, str):

@@ -12,7 +12,8 @@
   :func:`scan_memory_files` / :func:`format_manifest`.
 - safety: :func:`atomic_write`, :func:`file_lock`, :func:`update_file`, the secret
   scanner (:func:`scan_secrets`, :func:`redact`), and the trash that makes forgetting
-  undoable (:func:`forget_memory`, :func:`restore_memory`, :func:`empty_trash`).
+  undoable (:func:`forget_memory`, :func:`restore_memory`, :func:`empty_trash`), and
+  the repair step after a crash (:func:`repair_memory_dir`).
 """
 
 from memdir.store._atomic import atomic_write, file_lock, lock_path, update_file
@@ -47,6 +48,7 @@ from memdir.store._location import (
     sanitize_path,
 )
 from memdir.store._memory_dir import TEAM_DIR_NAME, MemoryDir
+from memdir.store._repair import STALE_TEMP_SECONDS, Repair, RepairKind, repair_memory_dir
 from memdir.store._scan import (
     FRONTMATTER_MAX_LINES,
     MemoryHeader,
@@ -81,6 +83,7 @@ __all__ = [
     "MEMORY_FORMATS",
     "MEMORY_TYPES",
     "SECRET_RULES",
+    "STALE_TEMP_SECONDS",
     "TEAM_DIR_NAME",
     "TRASH_DIR_NAME",
     "TRASH_KEEP_SECONDS",
@@ -90,6 +93,8 @@ __all__ = [
     "MemoryFormat",
     "MemoryHeader",
     "MemoryType",
+    "Repair",
+    "RepairKind",
     "SecretFinding",
     "SecretRule",
     "TrashEntry",
@@ -111,6 +116,7 @@ __all__ = [
     "memory_slug",
     "parse_memory_file",
     "redact",
+    "repair_memory_dir",
     "replace_links",
     "restore_memory",
     "sanitize_path",

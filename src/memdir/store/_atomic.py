@@ -27,9 +27,11 @@ from memdir.errors import StoreError
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
     "STATE_DIR_NAME",
+    "TEMP_FILE",
     "atomic_write",
     "file_lock",
     "lock_path",
+    "temp_prefix",
     "update_file",
 ]
 
@@ -58,9 +60,20 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def temp_prefix(target: Path) -> str:
+    """How a temporary file for ``target`` starts: ``.<name>.<pid>-``, then 8 random
+    characters and ``.tmp``. The process id lets a repair tell a file whose writer died
+    from one still being written, whatever its age."""
+    return f".{target.name}.{os.getpid()}-"
+
+
+TEMP_FILE = re.compile(r"\.(?P<name>.+)\.(?:(?P<pid>\d+)-)?[A-Za-z0-9_]{8}\.tmp")
+"""A temporary file of :func:`atomic_write` (older ones have no process id)."""
+
+
 def _sweep_stale_temps(target: Path) -> None:
     """Remove ``target``'s temporary files left behind by writers killed mid-write."""
-    own = re.compile(rf"\.{re.escape(target.name)}\.[A-Za-z0-9_]{{8}}\.tmp")
+    own = re.compile(rf"\.{re.escape(target.name)}\.(?:\d+-)?[A-Za-z0-9_]{{8}}\.tmp")
     cutoff = time.time() - _STALE_TEMP_SECONDS
     stale = []
     try:
@@ -86,7 +99,9 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
     its owner chose stays); a symlink at ``path`` is replaced by a regular file rather
     than written through. Raises :class:`~memdir.errors.StoreError` on failure, with the
     target untouched and no temporary file left behind. A process killed mid-write can
-    still leave one; the next write of the same file removes it once it is an hour old.
+    still leave one (named for its process, see :func:`temp_prefix`); the repair step
+    (:func:`~memdir.store.repair_memory_dir`) removes it once that process is gone, and
+    the next write of the same file once it is an hour old.
     """
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
@@ -97,7 +112,9 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
             mode = st.st_mode & 0o7777 if not os.path.islink(target) else _NEW_FILE_MODE
         except FileNotFoundError:
             mode = _NEW_FILE_MODE
-        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        fd, tmp_name = tempfile.mkstemp(
+            dir=target.parent, prefix=temp_prefix(target), suffix=".tmp"
+        )
     except OSError as exc:
         raise StoreError(f"cannot write {target}: {exc.strerror or exc}") from exc
     try:

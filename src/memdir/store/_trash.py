@@ -16,9 +16,12 @@ entry without a record is incomplete and ignored), then removes the index lines,
 the file; restoring puts the index lines back first, then the file (never over a file of
 the same name), then removes the entry. A step interrupted leaves both copies, and
 restoring again finishes the job: a memory file identical to the stored one is taken as
-already restored, and index lines already present are not added twice. Both hold the
-index's lock throughout. The model's permission gate keeps it from writing in
-``.memdir/``, so it cannot empty the trash or forge an entry.
+already restored, and index lines already present are not added twice; the repair step
+(:mod:`memdir.store._repair`) settles what a killed forget or undo left. Both hold the
+index's lock throughout (and the main index's, for a memory indexed in another folder),
+the lock every writer of ``MEMORY.md`` takes, the memory agent's Write and Edit included.
+The model's permission gate keeps it from writing in ``.memdir/``, so it cannot empty the
+trash or forge an entry.
 
 :func:`empty_trash` drops entries older than :data:`TRASH_KEEP_SECONDS`; each
 consolidation pass (``memdir dream``) calls it.
@@ -35,13 +38,14 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from memdir._private import PRIVATE_DIR_MODE, make_private_dirs
 from memdir.errors import StoreError
-from memdir.store._atomic import STATE_DIR_NAME, atomic_write, file_lock
+from memdir.store._atomic import STATE_DIR_NAME, atomic_write, file_lock, temp_prefix
 from memdir.store._entrypoint import ENTRYPOINT_NAME
 from memdir.store._memory_dir import MemoryDir
 
@@ -66,7 +70,8 @@ _COPY_NAME = "memory.gz"
 _VERSION = 1
 _STAMP_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 _FOLDER = re.compile(r"(\d{8}T\d{6}\.\d{6}Z)(?:-(\d+))?")
-_POINTER = re.compile(r"\]\(([^)]+)\)")
+POINTER = re.compile(r"\]\(([^)]+)\)")
+"""A link in an index line; the repair step (``_repair``) reads links with it too."""
 _LINES = re.compile(rb"[^\n]*\n|[^\n]+\Z")
 
 
@@ -90,7 +95,7 @@ def _stamp(moment: float) -> str:
     return datetime.datetime.fromtimestamp(moment, datetime.UTC).strftime(_STAMP_FORMAT)
 
 
-def _folder_key(name: str) -> tuple[float, int] | None:
+def folder_key(name: str) -> tuple[float, int] | None:
     """``(when, sequence)`` for an entry folder's name; ``None`` for anything else."""
     match = _FOLDER.fullmatch(name)
     if match is None:
@@ -102,7 +107,7 @@ def _folder_key(name: str) -> tuple[float, int] | None:
     return moment.replace(tzinfo=datetime.UTC).timestamp(), int(match.group(2) or 1)
 
 
-def _split_lines(data: bytes) -> list[bytes]:
+def split_lines(data: bytes) -> list[bytes]:
     """``data`` as lines that keep their ``\\n``; joined, they give ``data`` back."""
     return _LINES.findall(data)
 
@@ -116,9 +121,9 @@ def _read_bytes(path: Path) -> bytes | None:
         raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
-def _points_at(line: bytes, index_dir: Path, target: Path) -> bool:
+def points_at(line: bytes, index_dir: Path, target: Path) -> bool:
     """Whether an index line links to ``target`` (links are relative to the index)."""
-    for link in _POINTER.findall(line.decode("utf-8", errors="replace")):
+    for link in POINTER.findall(line.decode("utf-8", errors="replace")):
         link = link.strip().strip("<>").split("#", 1)[0]
         if not link:
             continue
@@ -161,9 +166,24 @@ def _index_for(memory: MemoryDir, target: Path) -> Path:
         candidates.append(memory.root / ENTRYPOINT_NAME)
     for index in candidates:
         text = _read_bytes(index)
-        if text and any(_points_at(line, index.parent, target) for line in _split_lines(text)):
+        if text and any(points_at(line, index.parent, target) for line in split_lines(text)):
             return index
     return beside
+
+
+@contextlib.contextmanager
+def _index_locks(memory: MemoryDir, index: Path) -> Iterator[None]:
+    """Hold ``index``'s lock, and the main index's first when it is another one.
+
+    The repair step settles the trash while it holds the main index's lock; taking it
+    here too means no forget or undo of any folder is halfway through meanwhile. Both
+    take the main index's lock first, so neither waits for the other in a circle.
+    """
+    with contextlib.ExitStack() as stack:
+        if index != memory.entrypoint:
+            stack.enter_context(file_lock(memory.entrypoint))
+        stack.enter_context(file_lock(index))
+        yield
 
 
 def forget_memory(
@@ -194,16 +214,16 @@ def forget_memory(
         raise StoreError(f"{target} is not a memory file in {memory.root}") from None
     index = _index_for(memory, target)
     moment = time.time() if now is None else now
-    with file_lock(index):
+    with _index_locks(memory, index):
         try:
             data = target.read_bytes()
             status = os.lstat(target)
         except OSError as exc:
             raise StoreError(f"cannot read {target}: {exc.strerror or exc}") from exc
         original = _read_bytes(index)
-        lines = _split_lines(original or b"")
+        lines = split_lines(original or b"")
         removed = [
-            (n, line) for n, line in enumerate(lines) if _points_at(line, index.parent, target)
+            (n, line) for n, line in enumerate(lines) if points_at(line, index.parent, target)
         ]
         record: dict[str, Any] = {
             "version": _VERSION,
@@ -227,14 +247,17 @@ def forget_memory(
             # lines, then the file: wherever this stops, a copy of everything is left.
             atomic_write(folder / _COPY_NAME, gzip.compress(data, mtime=0))
             atomic_write(folder / _RECORD_NAME, json.dumps(record, indent=2) + "\n")
-            if gone:
+            if original is not None:
+                # Rewritten even when no line pointed at the memory: a memory agent that
+                # read the index before this and is about to add the memory's line then
+                # finds the index changed, reads it again and sees the memory gone.
                 atomic_write(index, b"".join(line for n, line in enumerate(lines) if n not in gone))
             target.unlink(missing_ok=True)
         except OSError as exc:  # StoreError included
-            if gone and original is not None:
+            if original is not None:
                 with contextlib.suppress(StoreError):
                     atomic_write(index, original)
-            _remove_folder(folder)
+            remove_entry_folder(folder)
             if isinstance(exc, StoreError):
                 raise
             raise StoreError(f"cannot remove {target}: {exc.strerror or exc}") from exc
@@ -247,9 +270,9 @@ def forget_memory(
     )
 
 
-def _load(folder: Path) -> TrashEntry | None:
+def load_entry(folder: Path) -> TrashEntry | None:
     """The entry in ``folder``, or ``None`` when it is incomplete or not one."""
-    key = _folder_key(folder.name)
+    key = folder_key(folder.name)
     if key is None or not (folder / _COPY_NAME).is_file():
         return None
     try:
@@ -274,9 +297,9 @@ def trash_entries(memory: MemoryDir) -> list[TrashEntry]:
     except OSError:
         return []
     keyed = sorted(
-        ((key, name) for name in names if (key := _folder_key(name)) is not None), reverse=True
+        ((key, name) for name in names if (key := folder_key(name)) is not None), reverse=True
     )
-    found = (_load(trash / name) for _, name in keyed)
+    found = (load_entry(trash / name) for _, name in keyed)
     return [entry for entry in found if entry is not None]
 
 
@@ -288,7 +311,7 @@ def last_trashed(memory: MemoryDir) -> TrashEntry | None:
 
 def _insert_lines(original: bytes | None, wanted: tuple[tuple[int, str], ...]) -> bytes:
     """The index with ``wanted`` back at their line numbers (those present are skipped)."""
-    lines = _split_lines(original or b"")
+    lines = split_lines(original or b"")
     present = {line.rstrip(b"\r\n") for line in lines}
     for number, text in sorted(wanted):
         line = text.encode("utf-8", errors="surrogateescape")
@@ -307,7 +330,7 @@ def _insert_lines(original: bytes | None, wanted: tuple[tuple[int, str], ...]) -
 def _place(data: bytes, target: Path, mode: int, mtime_ns: int) -> None:
     """Create ``target`` holding ``data``; raises FileExistsError rather than replace one."""
     make_private_dirs(target.parent)
-    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=temp_prefix(target), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -345,7 +368,7 @@ def restore_memory(memory: MemoryDir, entry: TrashEntry | None = None) -> TrashE
     index = Path(os.path.normpath(memory.root / entry.index))
     if not _inside(memory, target) or not _inside(memory, index):
         raise StoreError(f"trash entry {entry.path.name} points outside {memory.root}")
-    with file_lock(index):
+    with _index_locks(memory, index):
         if not (entry.path / _RECORD_NAME).is_file():
             raise StoreError(f"{entry.filename} was restored meanwhile")
         try:
@@ -373,7 +396,7 @@ def restore_memory(memory: MemoryDir, entry: TrashEntry | None = None) -> TrashE
                 if isinstance(exc, FileExistsError):
                     raise StoreError(_taken(entry)) from exc
                 raise StoreError(f"cannot restore {target}: {exc.strerror or exc}") from exc
-        _remove_folder(entry.path)
+        remove_entry_folder(entry.path)
     return entry
 
 
@@ -384,7 +407,7 @@ def _taken(entry: TrashEntry) -> str:
     )
 
 
-def _remove_folder(folder: Path) -> None:
+def remove_entry_folder(folder: Path) -> None:
     """Remove an entry, its record first so that a half-removed one is incomplete."""
     with contextlib.suppress(OSError):
         (folder / _RECORD_NAME).unlink(missing_ok=True)
@@ -408,11 +431,11 @@ def empty_trash(
         return []
     removed: list[Path] = []
     for name in sorted(names):
-        key = _folder_key(name)
+        key = folder_key(name)
         folder = trash / name
         if key is None or key[0] >= cutoff or folder.is_symlink() or not folder.is_dir():
             continue
-        _remove_folder(folder)
+        remove_entry_folder(folder)
         if not os.path.lexists(folder):
             removed.append(folder)
     return removed

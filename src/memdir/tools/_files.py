@@ -2,9 +2,11 @@
 
 Write and Edit of an existing file follow Claude Code's rule: the file must have been Read
 in this run and be unchanged on disk since, so the model never overwrites text it has not
-seen. Every write goes through :func:`~memdir.store.atomic_write`. A memory file is stored
-the way the run's :class:`~memdir.tools.MemoryFiles` says (by default for a memory
-directory: its frontmatter in Claude Code's current layout, stamped).
+seen; a file Read and deleted since is not written back. A ``MEMORY.md`` is checked and
+written while its cross-process lock is held, the lock ``memdir forget`` and the other
+writers of the index take. Every write goes through :func:`~memdir.store.atomic_write`.
+A memory file is stored the way the run's :class:`~memdir.tools.MemoryFiles` says (by
+default for a memory directory: its frontmatter in Claude Code's current layout, stamped).
 
 The input checking and path resolution shared by all the builtin tools live here too.
 """
@@ -12,16 +14,18 @@ The input checking and path resolution shared by all the builtin tools live here
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import os
 import stat
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from memdir.errors import StoreError
-from memdir.store import atomic_write
+from memdir.store import ENTRYPOINT_NAME, atomic_write, file_lock
+from memdir.store._atomic import STATE_DIR_NAME
 from memdir.tools._base import FileStamp, ToolContext, ToolError, ToolOutput
 from memdir.tools._effects import Effect, ReadsPath, WritesPath, input_object, locate
 
@@ -217,7 +221,13 @@ class ReadTool:
         path = resolve_path(self.name, "file_path", args["file_path"], self._cwd)
         offset: int = args.get("offset", 1)
         limit: int = args.get("limit", READ_DEFAULT_LIMIT)
-        real, stamp, text = await asyncio.to_thread(_read_window, path, offset, limit)
+        try:
+            real, stamp, text = await asyncio.to_thread(_read_window, path, offset, limit)
+        except ToolError:
+            # Seen missing now: a Write may create it again without being taken for one
+            # that would bring back a file deleted since an earlier Read.
+            context.read_files.pop(await asyncio.to_thread(os.path.realpath, path), None)
+            raise
         context.read_files[real] = stamp
         return ToolOutput(content=text)
 
@@ -286,6 +296,33 @@ def _check_fresh(
         raise ToolError(f"{tool}: {path} changed on disk since it was Read; Read it again first")
 
 
+@contextlib.contextmanager
+def _index_lock(tool: str, path: str, real: str, context: ToolContext) -> Iterator[None]:
+    """Hold the index's cross-process lock while a write of a ``MEMORY.md`` checks and
+    replaces it.
+
+    ``memdir forget``, ``--undo``, the repair step and the memory tool rewrite the index
+    under this lock, so the check that it is unchanged since the Read and the write
+    itself are one step for them: a line another process removed or added in between is
+    never written over. Other files have one writer at a time, the memory agent, and go
+    without. An index outside any memory directory is locked only where memdir keeps
+    state already, so a plain Write leaves no ``.memdir/`` folder behind.
+    """
+    target = Path(real)
+    memory = context.memory_files.memory_dir if context.memory_files is not None else None
+    wanted = target.name == ENTRYPOINT_NAME and (
+        (memory is not None and memory.is_memory_path(target))
+        or (target.parent / STATE_DIR_NAME).is_dir()
+    )
+    with contextlib.ExitStack() as stack:
+        if wanted:
+            try:
+                stack.enter_context(file_lock(target))
+            except StoreError as exc:
+                raise ToolError(f"{tool}: {exc}; Read it again and retry") from None
+        yield
+
+
 def _stat_target(tool: str, path: str, real: str) -> os.stat_result | None:
     try:
         st = os.stat(real)
@@ -350,10 +387,17 @@ def _write(path: str, content: str, context: ToolContext) -> tuple[bool, str]:
     # Written through symlinks to where they point, the place a permission check that
     # resolves symlinks has approved; replacing the link itself would write elsewhere.
     real = os.path.realpath(path)
-    with _WRITE_LOCK:
+    with _WRITE_LOCK, _index_lock("Write", path, real, context):
         st = _stat_target("Write", path, real)
         if st is not None:
             _check_fresh("Write", path, real, st, context.read_files)
+        elif real in context.read_files:
+            # Read in this run, gone now: another process removed it (``memdir forget``,
+            # a consolidation pass). Writing it again would bring back what was removed.
+            raise ToolError(
+                f"Write: {path} was deleted since it was Read; Read it again first (write it "
+                "only if it should exist again)"
+            )
         _store("Write", path, real, content, context)
     return st is None, real
 
@@ -401,7 +445,7 @@ def _edit(
     path: str, old: str, new: str, replace_all: bool, context: ToolContext
 ) -> tuple[int, str]:
     real = os.path.realpath(path)
-    with _WRITE_LOCK:
+    with _WRITE_LOCK, _index_lock("Edit", path, real, context):
         st = _stat_target("Edit", path, real)
         if st is None:
             raise ToolError(f"Edit: file does not exist: {path}; create it with Write")
