@@ -4,7 +4,8 @@ own request.
 The extractor decides *whether* a turn gets a run (its state machine); this module decides
 *how*. Both ways see the same new messages, the same list of memory files and the same text
 of ``MEMORY.md`` (which counts as read, so a save takes one request), and both end as soon
-as a turn's calls have all written successfully.
+as a turn's calls have all written successfully. What a fork would cost is worked out in
+``_fork_shape``; memdir's own request is built and priced here.
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memdir.cost import CostEstimate, ModelFamily, Prices, bill, model_family, provider_of
+from memdir.cost import CostEstimate, Prices, bill, model_family, provider_of
+from memdir.extract._fork_shape import (
+    EXTENDED_RETENTION_SECONDS,
+    fork_request_shape,
+    host_has_memory_section,
+)
 from memdir.extract._instructions import format_instruction_files, load_instruction_files
 from memdir.extract._planner import (
     LONG_TTL_SECONDS,
@@ -32,12 +38,7 @@ from memdir.extract._planner import (
     plan_run,
     steady,
 )
-from memdir.extract._prompts import (
-    PromptParts,
-    changed_section,
-    extract_prompt_parts,
-    has_memory_section,
-)
+from memdir.extract._prompts import PromptParts, changed_section, extract_prompt_parts
 from memdir.extract._standalone import (
     RenderedConversation,
     StandaloneWindow,
@@ -46,7 +47,7 @@ from memdir.extract._standalone import (
 )
 from memdir.extract._types import ExtractConfig, TurnContext
 from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
-from memdir.messages import Message, TextBlock, ThinkingBlock, model_visible
+from memdir.messages import Message, TextBlock, model_visible
 from memdir.models import Model
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
 from memdir.store import ENTRYPOINT_NAME, MemoryDir, MemoryHeader
@@ -118,44 +119,6 @@ def _read_index(path: Path) -> _Index:
     )
 
 
-def _host_static_tokens(params: CacheSafeParams) -> tuple[int, int]:
-    """Estimated tokens of the host's tools and system prompt, and of those of them that
-    the host caches for an hour (up to its last ``ttl: "1h"`` marker)."""
-    total = 0
-    long_lived = 0
-    for tool in params.tools:
-        total += estimate_tokens(json.dumps(dict(tool), ensure_ascii=False, default=str))
-        if _one_hour(tool):
-            long_lived = total
-    system = params.system
-    blocks: Sequence[Mapping[str, Any]] = (
-        [{"text": system}] if isinstance(system, str) else list(system or ())
-    )
-    for block in blocks:
-        total += estimate_tokens(str(block.get("text", ""))) + 4
-        if _one_hour(block):
-            long_lived = total
-    return total, long_lived
-
-
-def _host_lifetime(params: CacheSafeParams, family: ModelFamily) -> float:
-    """How long the host's own prompt stays cached unused: a day where the host asks OpenAI
-    for its 24-hour retention on a model that takes it, else the provider's default."""
-    retention = params.params.get("prompt_cache_retention")
-    if retention == "24h" and family.provider == "openai" and family.extended_cache_retention:
-        return EXTENDED_RETENTION_SECONDS
-    return float(family.cache_ttl_seconds)
-
-
-EXTENDED_RETENTION_SECONDS = 86_400.0
-"""How long OpenAI keeps a prompt sent with ``prompt_cache_retention: "24h"``."""
-
-
-def _one_hour(item: Mapping[str, Any]) -> bool:
-    marker = item.get("cache_control")
-    return isinstance(marker, Mapping) and marker.get("ttl") == "1h"
-
-
 _EMPTY_STATE = "The memory directory is empty."
 
 _OPENING = "The conversation follows; memdir's request comes after it."
@@ -200,29 +163,6 @@ def _turn_date(
         return datetime.datetime.fromtimestamp(reported_at).date()
     except (OverflowError, OSError, ValueError):
         return None
-
-
-def _dropped_thinking(messages: Sequence[Message]) -> int | None:
-    """Where the turn under way starts (the index after its plain user message), when it
-    holds thinking that a following plain user message drops from the context (on the
-    models that keep only the last turn's); else None."""
-    start = len(messages)
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.role == "user" and not message.is_tool_result:
-            break
-        start = index
-    if not any(isinstance(b, ThinkingBlock) for m in messages[start:] for b in m.content):
-        return None
-    return start
-
-
-def _host_has_memory_section(params: CacheSafeParams, messages: Sequence[Message]) -> bool:
-    """Whether the host's system prompt tells its agent about memory: in the request's
-    ``system``, or (OpenAI's way) in a system or developer message."""
-    if has_memory_section(params.system):
-        return True
-    return any(m.role in ("system", "developer") and has_memory_section(m.text) for m in messages)
 
 
 class Runner:
@@ -354,10 +294,18 @@ class Runner:
                 newest_first=True,
                 end=end,
                 # The host's own memory section rules the format; memdir's prompt defers.
-                host_memory=_host_has_memory_section(turn.params, messages),
+                host_memory=host_has_memory_section(turn.params, messages),
             )
             sent = turn.last_request_at if turn.last_request_at is not None else reported_at
-            fork_shape = self._fork_shape(turn, fork_parts, messages, now - sent)
+            fork_shape = fork_request_shape(
+                turn.params,
+                self._family(turn.params.model),
+                self.conversation,
+                messages,
+                estimate_tokens(fork_parts.whole),
+                now - sent,
+                runnable={"Write", "Edit", "memory", *(t.name for t in self._extra_tools)},
+            )
         # How often the next run finds what this one writes: within an hour where it is
         # written for one, else within the default lifetime.
         long = alone_shape.cache_ttl == "1h"
@@ -620,64 +568,6 @@ class Runner:
             digest.update(piece.encode("utf-8", "surrogatepass"))
             digest.update(b"\0")
         return digest.hexdigest()
-
-    def _fork_shape(
-        self, turn: TurnContext, parts: PromptParts, messages: Sequence[Message], age: float
-    ) -> RequestShape:
-        assert turn.params is not None
-        params = turn.params
-        length = len(messages)
-        family = self._family(params.model)
-        static, long_lived = _host_static_tokens(params)
-        if params.wire_messages:
-            # A recorded prefix stands for the conversation's first messages.
-            replaced = min(params.wire_replaces, length)
-            conversation = estimate_tokens(
-                json.dumps(list(params.wire_messages), ensure_ascii=False, default=str)
-            )
-            conversation += self.conversation.raw_tokens_between(replaced, length)
-        else:
-            conversation = self.conversation.raw_tokens_between(0, length)
-        last = self.conversation.raw_tokens_between(length - 1, length) if length else 0
-        prompt = static + conversation + estimate_tokens(parts.whole)
-        if static + conversation < family.min_cache_tokens:
-            # The host's own request was too short for the provider to cache any of it:
-            # there is nothing to read, however recent it is.
-            warm, note = 0, "host request below the cache minimum"
-        elif age < _host_lifetime(params, family):
-            warm, note = static + conversation - last, "host cache warm"
-            dropped = _dropped_thinking(messages) if not family.keeps_thinking else None
-            if dropped is not None:
-                # The fork's prompt, a plain user message, drops the turn's thinking: the
-                # request differs from the host's from that turn on, and only what comes
-                # before it is read (the host wrote it when the turn began).
-                before = conversation - self.conversation.raw_tokens_between(dropped, length)
-                warm = static + before
-                note = "host cache warm up to the turn its thinking is dropped from"
-        elif long_lived and age < 3600.0:
-            warm, note = long_lived, "host cache expired but for its one-hour part"
-        else:
-            warm, note = 0, "host cache expired"
-        return RequestShape(
-            family=family,
-            model=params.model.name,
-            prompt_tokens=prompt,
-            warm_tokens=warm,
-            note=note,
-            priced=provider_of(params.model.name) is not None,
-            can_write=self._host_can_write(params),
-        )
-
-    def _host_can_write(self, params: CacheSafeParams) -> bool:
-        # memdir's writing tools, and whatever tools the extractor was given besides.
-        runnable = {"Write", "Edit", "memory", *(t.name for t in self._extra_tools)}
-        for tool in params.tools:
-            if tool.get("name") in runnable:
-                return True
-            function = tool.get("function")  # OpenAI's shape
-            if isinstance(function, Mapping) and function.get("name") in runnable:
-                return True
-        return False
 
     # --- the standalone request -------------------------------------------------------------
 
