@@ -60,6 +60,12 @@ def one_run(
         ("gpt-5.4-mini", "none"),
         ("o4-mini", "low"),
         ("gpt-4o", None),  # not a reasoning model: the parameter would be refused
+        # Variants whose efforts differ from their line's (gpt-5-pro takes only high, the
+        # codex models no minimal or none): left to their default.
+        ("gpt-5-codex", None),
+        ("gpt-5-pro", None),
+        ("gpt-5.1-codex-max", None),
+        ("gpt-5.2-chat-latest", None),
         ("gpt-4.1-nano", None),
     ],
 )
@@ -100,3 +106,29 @@ def test_the_bill_holds_the_fewer_reasoning_tokens(tmp_path: Path) -> None:
     assert request.usage is not None
     details = request.usage["completion_tokens_details"]
     assert 0 < details["reasoning_tokens"] < DEFAULT_REASONING_TOKENS
+
+
+def test_an_effort_the_hosts_model_does_not_take_is_not_sent_to_its_fork(tmp_path: Path) -> None:
+    """``minimal`` suits memdir's own gpt-5-mini; a fork runs on the host's gpt-5.1, which
+    refuses it: the fork goes without (and so does not fail)."""
+    clock = FakeClock()
+    with FakeOpenAIServer(handler=lambda body: "Nothing to save.", clock=clock) as server:
+        retry = RetryPolicy(max_retries=0)
+        own = OpenAIModel("gpt-5-mini", api_key="k", base_url=server.base_url, retry=retry)
+        host = OpenAIModel("gpt-5.1", api_key="k", base_url=server.base_url, retry=retry)
+        config = ExtractConfig(mode="fork", reasoning_effort="minimal")
+        extractor = MemoryExtractor(tmp_path / "memory", own, config, clock=clock)
+        params = CacheSafeParams(model=host, system="You are the host. " * 400)
+
+        async def main() -> None:
+            turn = TurnContext(messages=CONVERSATION, params=params, cwd=str(tmp_path))
+            extractor.on_turn_end(turn)
+            await extractor.drain()
+            await own.aclose()
+            await host.aclose()
+
+        asyncio.run(main())
+        server.assert_no_errors()
+        (request,) = server.requests
+    assert request.body["model"] == "gpt-5.1"
+    assert "reasoning_effort" not in request.body

@@ -86,8 +86,10 @@ def test_a_save_leaves_the_next_runs_prefix_cached(tmp_path: Path) -> None:
     assert "freeze.md" in str(two["messages"][-1])
     # The list of memory files in the first message stays as it was; the new memory is
     # named after the conversation, as changed since.
+    # The store was empty when the list was made: the new memory is listed after the
+    # conversation.
     final = two["messages"][-1]["content"][0]["text"]
-    assert "## Memory files changed since the list above\n\n- [project] freeze.md" in final
+    assert "## Existing memory files\n\n- [project] freeze.md" in final
     # And the provider reads it: all of it but the first run's last message.
     assert first.usage is not None
     assert second.usage is not None

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memdir.cost import CostEstimate, Prices, bill, model_family, provider_of
+from memdir.cost import CostEstimate, ModelFamily, Prices, bill, model_family, provider_of
 from memdir.extract._fork_shape import (
     EXTENDED_RETENTION_SECONDS,
     fork_request_shape,
@@ -50,7 +50,7 @@ from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
 from memdir.messages import Message, TextBlock, model_visible
 from memdir.models import Model
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
-from memdir.store import ENTRYPOINT_NAME, MemoryDir, MemoryHeader
+from memdir.store import ENTRYPOINT_NAME, MemoryDir, MemoryHeader, format_manifest
 from memdir.telemetry import Sink
 from memdir.tools import (
     FileStamp,
@@ -123,6 +123,8 @@ _EMPTY_STATE = "The memory directory is empty."
 
 _OPENING = "The conversation follows; memdir's request comes after it."
 
+_LISTED_BEFORE = "The memory files are listed before the conversation."
+
 
 def _opening_text(project: str) -> str:
     """The standalone request's first message: the list of memory files as it was when
@@ -192,9 +194,9 @@ class Runner:
         its new messages, the index after its last message, and how long that prefix
         lives unused."""
         self._static_tokens: dict[str, int] = {}
-        self._listed: tuple[int, str, dict[str, float]] | None = None
+        self._listed: tuple[int, str, dict[str, str]] | None = None
         """The list of memory files memdir's own request shows before the conversation:
-        the window's start it was made for, its text, and each file's mtime then."""
+        the window's start it was made for, its text, and each file's line in it."""
         self._floor = 0
         """The earliest start of the standalone window (see :meth:`_window_floor`)."""
         self._last_run_at: float | None = None
@@ -282,9 +284,10 @@ class Runner:
         alone_parts = parts_for(alone_count, newest_first=False, end=window.end)
         listed, changed = self._listing(alone_parts.listing, headers, window.start)
         project = "\n\n".join(p for p in (listed, project) if p)
-        alone_parts = dataclasses.replace(
-            alone_parts, listing="", state="\n\n".join(p for p in (changed, alone_parts.state) if p)
-        )
+        state = "\n\n".join(p for p in (changed, alone_parts.state) if p)
+        if not state and headers:
+            state = _LISTED_BEFORE  # not "empty": the list is in the first message
+        alone_parts = dataclasses.replace(alone_parts, listing="", state=state)
         alone_shape = self._standalone_shape(alone_parts, project, window, now)
         fork_shape: RequestShape | None = None
         fork_parts: PromptParts | None = None
@@ -390,14 +393,20 @@ class Runner:
         is then new anyway, and nothing after it is read from the cache); until then each
         run shows the same list, and a short section after the conversation names the
         memories written or removed since. Past the listing budget there is no list."""
-        signature = {h.filename: h.mtime for h in headers}
+        # Each file as its line shows it (type, time, description), so a change that
+        # keeps the time (a coarse clock, two writes in one tick) still shows.
+        signature = {h.filename: format_manifest([h]) for h in headers}
         kept = self._listed
         listable = len(headers) <= self._config.memory_list_entries
         if not listable or kept is None or kept[0] != start:
             self._listed = (start, listing, signature) if listable else None
             return listing, ""
         _, text, before = kept
-        changed = [h for h in headers if before.get(h.filename) != h.mtime]
+        if not text:
+            # The store was empty when the list was made: nothing to name changes against,
+            # so the whole list goes after the conversation.
+            return "", listing
+        changed = [h for h in headers if before.get(h.filename) != signature[h.filename]]
         removed = sorted(set(before) - set(signature))
         return text, changed_section(changed, removed)
 
@@ -407,19 +416,24 @@ class Runner:
 
         It moves when the window has grown past ``window_tokens``, and when none of it
         would be read anyway: memdir's cache has expired (the first run of this extractor,
-        or a pause longer than the lifetime it was written for). Then it restarts short, with only
-        the last quarter of ``window_tokens`` before the new messages: a window re-sent
-        whole is paid at the full input price, so a short one, grown turn by turn while
-        cached, costs less for the same recent context."""
+        or a pause longer than the lifetime it was written for). Then it restarts short,
+        with the last quarter of ``window_tokens`` before the new messages, and at least
+        the one message before them where it fits the window: a window re-sent whole is
+        paid at the full input price, so a short one, grown turn by turn while cached,
+        costs less for the same recent context."""
         last = self._standalone_cache
         window = self._config.window_tokens
+        conversation = self.conversation
         if (
             last is None
             or self._clock() - last[0] >= last[3]
             or cursor < self._floor
-            or self.conversation.tokens_between(self._floor, cursor) > window
+            or conversation.tokens_between(self._floor, cursor) > window
         ):
-            self._floor = self.conversation.start_of_last(max(window // 4, 1), 0, cursor)
+            start = conversation.start_of_last(max(window // 4, 1), 0, cursor)
+            if start >= cursor > 0 and conversation.tokens_between(cursor - 1, cursor) <= window:
+                start = cursor - 1  # what "yes, do that" answers
+            self._floor = start
         return self._floor
 
     def _seed_gaps(self, messages: Sequence[Message]) -> None:
@@ -633,10 +647,13 @@ class Runner:
         wanted = self._config.reasoning_effort
         if wanted is None or provider_of(model.name) != "openai":
             return None
-        family = self._family(model)
+        family: ModelFamily = self._family(model)
         if not family.reasoning or not family.reasoning_efforts:
             return None
-        return family.reasoning_efforts[0] if wanted == "lowest" else wanted
+        if wanted == "lowest":
+            return family.reasoning_efforts[0]
+        # A fork runs on the host's model, which may not take the effort asked for.
+        return wanted if wanted in family.reasoning_efforts else None
 
     def _indexed(self, written: tuple[Path, ...]) -> bool:
         """Whether every memory written so far has its pointer in its directory's index.

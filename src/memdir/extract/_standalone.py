@@ -5,17 +5,20 @@ host's request would cost more to re-send than it saves (see ``_planner``), memd
 request of its own. Its cost depends on what is new, not on how long the conversation is:
 
 1. a static prefix — memdir's system prompt holding every instruction of the extraction
-   prompt, the three file tools, and a first message with the project's instruction
-   files — the same on every run, so cached;
-2. a window of the conversation before the cursor, for context, of at most
-   ``window_tokens``: its start moves in steps of half the window, so successive runs
-   send the same start and read it from the cache;
-3. the messages new since the cursor, each seen as new by exactly one run: a stretch
+   prompt and the three file tools — the same on every run, so cached;
+2. a first message with the list of memory files as it was when the window's start was
+   set, and the project's instruction files: the same from run to run until the window's
+   start moves, so cached;
+3. a window of the conversation before the cursor, for context, of at most
+   ``window_tokens``: its start stays on the same message from run to run (each run reads
+   the last one's window from the cache) until the window has grown past its size or the
+   cache has expired, and then restarts short (``Runner._window_floor``);
+4. the messages new since the cursor, each seen as new by exactly one run: a stretch
    longer than ``chunk_tokens`` is split over several runs;
-4. last, one message: the request naming the number of new messages and the memory
-   directory, then what memory holds now (the list of memory files, the text of
-   ``MEMORY.md``). A save changes only this message, so the next run still reads
-   everything before it from the cache (``bench/cost_vs_mem0.py`` measures the layouts).
+5. last, one message: the request naming the number of new messages and the memory
+   directory, the memory files written or removed since the list in the first message,
+   and the text of ``MEMORY.md``. A save changes only this message, so the next run
+   still reads everything before it from the cache.
 
 The conversation is rendered as plain text messages: tool calls and results become text
 (the memory agent cannot call the host's tools) and long results are cut to their head.
@@ -262,19 +265,32 @@ class RenderedConversation:
         return low
 
     def window(
-        self, cursor: int, end: int, *, window_tokens: int, chunk_tokens: int, floor: int = 0
+        self,
+        cursor: int,
+        end: int,
+        *,
+        window_tokens: int,
+        chunk_tokens: int,
+        floor: int | None = None,
     ) -> StandaloneWindow:
-        """The stretch a run sends: up to ``window_tokens`` before ``cursor``, from a start
-        on a fixed grid of half that size but never before ``floor``, then new messages up
-        to ``chunk_tokens`` (at least one) but not past ``end``. Rendered in one call; a
-        run uses :meth:`render_window`, which renders the same stretch in slices."""
+        """The stretch a run sends: the messages before ``cursor`` from ``floor`` (the
+        caller keeps it within ``window_tokens``), or without one up to ``window_tokens``
+        from a start on a fixed grid of half that size; then new messages up to
+        ``chunk_tokens`` (at least one) but not past ``end``. Rendered in one call; a run
+        uses :meth:`render_window`, which renders the same stretch in slices."""
         start, stop = self._bounds(cursor, end, window_tokens, chunk_tokens, floor)
         kept = self._kept_rendered(start, stop)
         part = self._render_slice(kept, start, stop, cursor)
         return self._assemble(kept, [part], start, cursor, stop)
 
     async def render_window(
-        self, cursor: int, end: int, *, window_tokens: int, chunk_tokens: int, floor: int = 0
+        self,
+        cursor: int,
+        end: int,
+        *,
+        window_tokens: int,
+        chunk_tokens: int,
+        floor: int | None = None,
     ) -> StandaloneWindow:
         """:meth:`window`, rendered in worker threads in slices of at most
         :data:`RENDER_SLICE` messages, one thread call each.
@@ -292,14 +308,16 @@ class RenderedConversation:
         return self._assemble(kept, parts, start, cursor, stop)
 
     def _bounds(
-        self, cursor: int, end: int, window_tokens: int, chunk_tokens: int, floor: int = 0
+        self, cursor: int, end: int, window_tokens: int, chunk_tokens: int, floor: int | None
     ) -> tuple[int, int]:
         cumulative = self._cumulative
-        step = max(1, window_tokens // 2)
-        lowest = cumulative[cursor] - window_tokens
-        grid = -(-lowest // step) * step if lowest > 0 else 0  # the next grid line at or after
-        start = min(bisect.bisect_left(cumulative, grid, 0, cursor + 1), cursor)
-        start = min(max(start, floor), cursor)
+        if floor is not None:
+            start = min(floor, cursor)
+        else:
+            step = max(1, window_tokens // 2)
+            lowest = cumulative[cursor] - window_tokens
+            grid = -(-lowest // step) * step if lowest > 0 else 0  # next grid line at or after
+            start = min(bisect.bisect_left(cumulative, grid, 0, cursor + 1), cursor)
         limit = cumulative[cursor] + chunk_tokens
         stop = bisect.bisect_right(cumulative, limit, cursor, end + 1) - 1
         stop = min(max(stop, cursor + 1), end) if end > cursor else cursor

@@ -52,7 +52,8 @@ class ExtractConfig:
     """Standalone runs: the most earlier conversation (estimated tokens) sent as context
     before the new messages. The window keeps its start from run to run (read from the
     cache) and grows with the conversation until it passes this size, or memdir's cache
-    has expired; it then restarts with the last quarter of it. 2,000 tokens is a few
+    has expired; it then restarts with the last quarter of it (and at least the message
+    before the new ones, where that fits). 2,000 tokens is a few
     exchanges: enough to read "yes, do that" against what it answers, while a run late in
     a long conversation costs what an early one does."""
     context_budget_tokens: int = 100_000

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal, TypeAlias, TypedDict
@@ -124,7 +125,9 @@ class ModelFamily:
     reasoning_efforts: tuple[str, ...] = ()
     """OpenAI reasoning models: the ``reasoning_effort`` values the model takes, least
     first (gpt-5, -mini, -nano: ``minimal`` to ``high``; gpt-5.1 and later: ``none`` to
-    ``high`` and beyond; o3, o4-mini: ``low`` to ``high``). The API refuses any other."""
+    ``high`` and beyond; o3, o4-mini: ``low`` to ``high``). The API refuses any other.
+    Empty where they are not known (the codex, pro and chat variants): memdir then
+    sends none."""
     default_reasoning_effort: str | None = None
     """The effort a reasoning model spends when a request names none: ``medium`` before
     gpt-5.1, ``none`` from gpt-5.1 on (which then answers without reasoning)."""
@@ -408,11 +411,19 @@ def model_family(
             best = family
     if best is None:  # a table without a fallback for this provider
         best = ModelFamily(provider=who, prefix="", prices=Prices(), min_cache_tokens=1024)
+    if best.reasoning_efforts and _OWN_EFFORTS.search(name):
+        # Their efforts are their own (gpt-5-pro takes only high, the codex models no
+        # minimal or none, the chat models only medium): unknown here, so none is sent.
+        best = dataclasses.replace(best, reasoning_efforts=(), default_reasoning_effort=None)
     if prices:
         override = _override(prices, who, name)
         if override is not None:
             best = dataclasses.replace(best, prices=override)
     return best
+
+
+_OWN_EFFORTS = re.compile(r"-(?:codex|pro|chat)(?:-|$)")
+"""The GPT-5 variants whose ``reasoning_effort`` values differ from their line's."""
 
 
 def _override(prices: Mapping[str, Prices], provider: Provider, name: str) -> Prices | None:

@@ -305,7 +305,7 @@ class FakeOpenAIServer(FakeServer):
             family = model_family(str(body["model"]), "openai")
             if not family.reasoning:
                 return "Unsupported parameter: 'reasoning_effort' is not supported with this model."
-            if effort not in family.reasoning_efforts:
+            if family.reasoning_efforts and effort not in family.reasoning_efforts:
                 supported = ", ".join(f"'{e}'" for e in family.reasoning_efforts)
                 return (
                     f"Unsupported value: 'reasoning_effort' does not support {effort!r} with "
