@@ -11,6 +11,7 @@ memories nor double-count turns.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,7 +22,7 @@ from typing import Any
 import psycopg
 
 from memdir._private import make_private_dirs, open_private
-from memdir.store import atomic_write
+from memdir.store import ENTRYPOINT_NAME, atomic_write, file_lock
 from memdir.store._atomic import STATE_DIR_NAME
 
 __all__ = [
@@ -118,8 +119,17 @@ def export_dir(dsn: str, dir_id: str, target: Path) -> int:
     for path, (content, mtime) in wanted.items():
         if present.get(path) != content:
             destination = _inside(target, path)
-            atomic_write(destination, content)
-            os.utime(destination, (mtime, mtime))
+            with _index_lock(destination):
+                atomic_write(destination, content)
+                os.utime(destination, (mtime, mtime))
     for path in present.keys() - wanted.keys():
-        (target / path).unlink()
+        with _index_lock(target / path):
+            (target / path).unlink()
     return generation
+
+
+def _index_lock(path: Path) -> contextlib.AbstractContextManager[object]:
+    """The lock every writer of a ``MEMORY.md`` takes (the memory agent, forget, the
+    repair step), so a mirrored index never lands between another writer's read and
+    write; other files need none."""
+    return file_lock(path) if path.name == ENTRYPOINT_NAME else contextlib.nullcontext()
