@@ -14,13 +14,15 @@ and is reported as a ``permission.denied`` event.
 
 from __future__ import annotations
 
+import glob
+import itertools
 import os
+import shlex
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias
 
 from memdir.store import MemoryDir
-from memdir.store._atomic import STATE_DIR_NAME
 from memdir.telemetry import Sink, emit
 from memdir.tools import (
     Effect,
@@ -33,7 +35,7 @@ from memdir.tools import (
     memory_tool_effects,
     memory_write_guard,
 )
-from memdir.tools._guard import is_bookkeeping, secret_refusal
+from memdir.tools._guard import reach_refusal, secret_refusal
 
 __all__ = [
     "CanUseTool",
@@ -79,8 +81,51 @@ def _deny(reason: str, message: str) -> PermissionDecision:
     return PermissionDecision(behavior="deny", message=message, reason=reason)
 
 
+def _command_words(command: str) -> list[str]:
+    """The words of a shell command that could name a file: each word, and the value of
+    each ``--option=value``; ``[]`` when the command cannot be split (the read-only check
+    has judged its shape already)."""
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:
+        return []
+    return [part for word in words for part in (word, word.partition("=")[2]) if part]
+
+
+# Enough for any command a memory agent writes; a wider glob is not expanded further.
+_GLOB_EXPANSION_LIMIT = 1_000
+
+
+def _command_reach(
+    md: MemoryDir, command: str, cwd: str | os.PathLike[str] | None
+) -> tuple[str, str] | None:
+    """Why a read-only command may not run for a file it names (:func:`reach_refusal`):
+    memdir's state, a link planted in the memory directory, a shared file. Each word is
+    taken as a path against ``cwd``, and a word with wildcards as what the shell would
+    expand it to. Nothing checks files a recursive command finds by itself (``grep -r``):
+    those are the tools' business (the trash keeps no plain text to find)."""
+    base = os.fspath(cwd) if cwd is not None else os.getcwd()
+    for word in _command_words(command):
+        candidates = [word]
+        if any(c in word for c in "*?["):
+            pattern = os.path.join(base, os.path.expanduser(word))
+            matches = glob.iglob(pattern, recursive=True, include_hidden=True)
+            candidates += list(itertools.islice(matches, _GLOB_EXPANSION_LIMIT))
+        for candidate in candidates:
+            reached = reach_refusal(md, candidate, cwd=base)
+            if reached is not None:
+                return reached
+    return None
+
+
 def _judge(
-    md: MemoryDir, name: str, effects: Sequence[Effect], allow_private_secrets: bool
+    md: MemoryDir,
+    name: str,
+    effects: Sequence[Effect],
+    allow_private_secrets: bool,
+    cwd: str | os.PathLike[str] | None = None,
 ) -> PermissionDecision:
     """The gate's answer for a call of ``name`` that would have ``effects``: allowed only
     when each of them is."""
@@ -89,9 +134,17 @@ def _judge(
         if isinstance(effect, Invalid):
             return _deny(effect.reason, effect.message)
         if isinstance(effect, ReadsPath):
-            continue  # reading anywhere is what recalling context needs
+            # Reading anywhere is what recalling context needs, but not memdir's own
+            # state, nor through a link planted in the memory directory.
+            reached = reach_refusal(md, effect.path) if effect.path is not None else None
+            if reached is not None:
+                return _deny(reached[0], f"{name}: {reached[1]}")
+            continue
         if isinstance(effect, RunsCommand):
             if effect.command is not None and is_read_only_command(effect.command):
+                reached = _command_reach(md, effect.command, cwd)
+                if reached is not None:
+                    return _deny(reached[0], f"{name}: {reached[1]}")
                 continue
             return _deny(
                 "not_read_only",
@@ -116,12 +169,9 @@ def _write_refusal(
             f"{name} is only allowed for files inside the memory directory {where}; "
             f"{shown} is not inside it. Save memories as files in that directory.",
         )
-    if is_bookkeeping(md, path):
-        return _deny(
-            "bookkeeping",
-            f"{name} may not change {path}: the {STATE_DIR_NAME}/ folder holds "
-            "memdir's cursors and locks, not memories.",
-        )
+    reached = reach_refusal(md, path)
+    if reached is not None:
+        return _deny(reached[0], f"{name} may not change {path}: {reached[1]}")
     # The new text alone, for an answer before anything runs; the complete file is
     # judged again at write time by the tools' write guard.
     refusal = secret_refusal(md, path, effect.text or "", allow_private_secrets)
@@ -194,7 +244,7 @@ def auto_mem_can_use_tool(
                 f"Glob, read-only Bash, and Write/Edit for files inside {where}.",
             )
         else:
-            decision = _judge(md, name, effects, allow_private_secrets)
+            decision = _judge(md, name, effects, allow_private_secrets, cwd)
         if not decision.allowed:
             emit(sink, "permission.denied", tool_name=name, reason=decision.reason)
         return decision

@@ -52,9 +52,10 @@ from typing import Any
 from memdir._private import make_private_dirs
 from memdir.errors import StoreError
 from memdir.store import MemoryDir, MemoryFormat, atomic_write, file_lock
+from memdir.store._atomic import STATE_DIR_NAME
 from memdir.tools._base import MemoryFiles, ToolContext, ToolError, ToolOutput
 from memdir.tools._effects import Effect, Invalid, ReadsPath, WritesPath, input_object
-from memdir.tools._guard import memory_write_guard
+from memdir.tools._guard import memory_write_guard, reach_refusal
 
 __all__ = [
     "MEMORY_COMMANDS",
@@ -151,6 +152,11 @@ def _map_path(md: MemoryDir, path: object, command: str, key: str = "path") -> t
     real = md.root.joinpath(*parts)
     if not md.is_memory_path(real):
         raise ToolError(f"{virtual} resolves outside {VIRTUAL_ROOT} (through a symlink)")
+    # Every command, view, delete and rename included: a link planted in the folder
+    # (``x -> .memdir``) must not reach memdir's state, nor a hard link an outside file.
+    reached = reach_refusal(md, real)
+    if reached is not None:
+        raise ToolError(f"{virtual}: {reached[1]}".replace(str(real), virtual))
     return virtual, real
 
 
@@ -361,7 +367,11 @@ class MemoryTool:
         for name in names:
             entry = directory / name
             # Entries whose link leads out (or loops) are not shown: not even their names.
-            if name.startswith(".") or not self.memory_dir.is_memory_path(entry):
+            if (
+                name.startswith(".")
+                or not self.memory_dir.is_memory_path(entry)
+                or reach_refusal(self.memory_dir, entry) is not None
+            ):
                 continue
             try:
                 st = entry.stat()
@@ -486,7 +496,9 @@ class MemoryTool:
             if old.is_file():
                 yield old, new
             return
-        for folder, _dirs, files in os.walk(old):
+        for folder, dirs, files in os.walk(old):
+            # A folder's own bookkeeping (its locks) moves with it and is not a memory.
+            dirs[:] = [d for d in dirs if d != STATE_DIR_NAME]
             for name in files:
                 src = Path(folder, name)
                 if src.is_file() and not src.is_symlink():
