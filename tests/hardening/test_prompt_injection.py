@@ -841,7 +841,8 @@ def test_the_hard_link_target_outside_keeps_its_text(sandbox: Sandbox) -> None:
     attack = next(a for a in WRITE_ATTACKS if a.id == "write-through-hard-link")
     outcome = check_contained(sandbox, attack, "shared")
     results = outcome.results()
-    assert results and all(r.is_error for r in results)
+    assert results
+    assert all(r.is_error for r in results)
     assert "hard link" in results[0].text
     assert (sandbox.memory / "hard.md").read_text() == SENTINEL
     assert (sandbox.outside / "hardlinked.txt").read_text() == SENTINEL
