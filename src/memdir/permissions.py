@@ -14,8 +14,6 @@ and is reported as a ``permission.denied`` event.
 
 from __future__ import annotations
 
-import glob
-import itertools
 import os
 import shlex
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -94,29 +92,20 @@ def _command_words(command: str) -> list[str]:
     return [part for word in words for part in (word, word.partition("=")[2]) if part]
 
 
-# Enough for any command a memory agent writes; a wider glob is not expanded further.
-_GLOB_EXPANSION_LIMIT = 1_000
-
-
 def _command_reach(
     md: MemoryDir, command: str, cwd: str | os.PathLike[str] | None
 ) -> tuple[str, str] | None:
     """Why a read-only command may not run for a file it names (:func:`reach_refusal`):
     memdir's state, a link planted in the memory directory, a shared file. Each word is
-    taken as a path against ``cwd``, and a word with wildcards as what the shell would
-    expand it to. Nothing checks files a recursive command finds by itself (``grep -r``):
-    those are the tools' business (the trash keeps no plain text to find)."""
+    taken as a path against ``cwd`` (a read-only command has no wildcards for the shell
+    to expand: :func:`is_read_only_command` refuses them). Files that a recursive command
+    finds by itself (``grep -r``) are not seen here; the trash keeps no plain text for
+    such a search to find."""
     base = os.fspath(cwd) if cwd is not None else os.getcwd()
     for word in _command_words(command):
-        candidates = [word]
-        if any(c in word for c in "*?["):
-            pattern = os.path.join(base, os.path.expanduser(word))
-            matches = glob.iglob(pattern, recursive=True, include_hidden=True)
-            candidates += list(itertools.islice(matches, _GLOB_EXPANSION_LIMIT))
-        for candidate in candidates:
-            reached = reach_refusal(md, candidate, cwd=base)
-            if reached is not None:
-                return reached
+        reached = reach_refusal(md, word, cwd=base)
+        if reached is not None:
+            return reached
     return None
 
 

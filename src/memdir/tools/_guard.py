@@ -74,8 +74,13 @@ def _in_state(root: Path, current: str) -> bool:
     return (
         here != root
         and here.is_relative_to(root)
-        and (STATE_DIR_NAME in here.relative_to(root).parts)
+        and any(_is_state_name(part) for part in here.relative_to(root).parts)
     )
+
+
+def _is_state_name(part: str) -> bool:
+    # Case folded: on a case-insensitive filesystem ``.MEMDIR`` opens the same folder.
+    return part.casefold() == STATE_DIR_NAME
 
 
 def reach_refusal(
@@ -117,7 +122,7 @@ def reach_refusal(
                 continue
             step = os.path.join(current, part)
             inside = Path(current) == root or is_within(Path(current), root)
-            if inside and part == STATE_DIR_NAME:
+            if inside and _is_state_name(part):
                 return "bookkeeping", _state_message(shown)
             if os.path.islink(step):
                 try:
