@@ -156,8 +156,9 @@ def reach_refusal(
 
 def _state_message(shown: str) -> str:
     return (
-        f"{shown} is in a {STATE_DIR_NAME}/ folder, memdir's own bookkeeping (cursors, "
-        "locks, the trash), not a memory; it is not read or changed by tools."
+        f"{shown} is in, or leads into, a {STATE_DIR_NAME}/ folder: memdir's own "
+        "bookkeeping (cursors, locks, the trash), not memory, which tools neither read nor "
+        "change."
     )
 
 

@@ -156,7 +156,9 @@ def _map_path(md: MemoryDir, path: object, command: str, key: str = "path") -> t
     # (``x -> .memdir``) must not reach memdir's state, nor a hard link an outside file.
     reached = reach_refusal(md, real)
     if reached is not None:
-        raise ToolError(f"{virtual}: {reached[1]}".replace(str(real), virtual))
+        # Told in the model's own terms: /memories, not the folder's real place.
+        said = reached[1].replace(str(real), virtual).replace(str(md.root), VIRTUAL_ROOT)
+        raise ToolError(said)
     return virtual, real
 
 
