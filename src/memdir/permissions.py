@@ -205,12 +205,17 @@ def auto_mem_can_use_tool(
     (relative paths against ``cwd``, default the working directory at call time; the
     ``memory`` tool's ``/memories`` in ``memory_dir``). So:
 
-    - reading (``Read``, ``Grep``, ``Glob``, the memory tool's ``view``) is allowed;
-    - a command (``Bash``) is allowed only when read-only (:func:`is_read_only_command`);
+    - reading (``Read``, ``Grep``, ``Glob``, the memory tool's ``view``) is allowed,
+      except in a ``.memdir/`` bookkeeping folder of the memory directory at any depth,
+      through a symlink planted in it that leads out of it, and of a file there with
+      more than one name (:func:`memdir.tools._guard.reach_refusal`);
+    - a command (``Bash``) is allowed only when read-only (:func:`is_read_only_command`)
+      and naming no path that reading refuses;
     - a write (``Write``, ``Edit``, the memory tool's other commands) is allowed only
-      inside the memory directory but outside its ``.memdir/`` bookkeeping folder, and
-      not when the text written would hold a credential: never under ``team/``, and in
-      private memory only if ``allow_private_secrets``;
+      inside the memory directory but outside any ``.memdir/`` folder in it (nor through
+      a link, nor to a file with two names), and not when the text written would hold a
+      credential: never under ``team/``, and in private memory only if
+      ``allow_private_secrets``;
     - a call its tool would refuse outright, or of a tool whose effects are not known,
       is denied; one that declares no effect at all does nothing, and is allowed.
 

@@ -24,11 +24,14 @@ A virtual path is checked twice: lexically (it must be ``/memories`` or below it
 ``..``, hidden names, backslashes, percent-escapes, NUL or control characters), then the
 mapped real path must resolve inside the directory the way the operating system would
 (:meth:`~memdir.store.MemoryDir.is_memory_path`: symlinks followed, failing closed). Hidden
-names being refused keeps memdir's ``.memdir/`` bookkeeping out of reach, and the write
-guard refuses it again. Writes are atomic, made under the file's lock, and judged on
-their final text by :func:`~memdir.tools.memory_write_guard`, so no credential reaches
-``team/``. A Markdown file with frontmatter is stored as Claude Code stores it
-(see :class:`~memdir.tools.MemoryFiles`), so a memory is the same whichever tool saved it.
+names being refused keeps memdir's ``.memdir/`` bookkeeping out of reach by name, and every
+command, ``view``, ``delete`` and ``rename`` (both paths) included, refuses a path that
+reaches it through a planted symlink, a symlink that leads out, or a file with two names
+(:func:`~memdir.tools._guard.reach_refusal`); the write guard refuses them again. Writes
+are atomic, made under the file's lock, and judged on their final text by
+:func:`~memdir.tools.memory_write_guard`, so no credential reaches ``team/``. A Markdown
+file with frontmatter is stored as Claude Code stores it (see
+:class:`~memdir.tools.MemoryFiles`), so a memory is the same whichever tool saved it.
 
 This module does not import the ``anthropic`` SDK. For the SDK's tool runner
 (``client.beta.messages.tool_runner``), wrap the tool with
