@@ -125,6 +125,10 @@ def test_a_trash_entry_holds_no_plain_text_and_is_still_restored(md: MemoryDir) 
     restore_memory(md, loaded)
     assert "PLAINWORD" in (md.root / "MEMORY.md").read_text()
     assert (md.root / "notes.md").read_text() == "notes\n"
+    # Restoring links a temporary file to its name, then drops the temporary one: the
+    # memory is left with one name, so the tools read it again.
+    assert (md.root / "notes.md").stat().st_nlink == 1
+    assert reach_refusal(md, md.root / "notes.md") is None
 
 
 def test_a_trash_entry_of_the_earlier_plain_format_is_still_restored(md: MemoryDir) -> None:
