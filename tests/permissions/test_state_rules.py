@@ -109,6 +109,11 @@ def test_the_gate_refuses_reads_and_shell_reads_of_the_state(md: MemoryDir) -> N
     assert deny_reason("Bash", {"command": "cat team/.memdir/x.lock"}) == "bookkeeping"
     assert deny_reason("Bash", {"command": "wc --files0-from=.memdir/list"}) == "bookkeeping"
     assert deny_reason("Bash", {"command": "cat 'team/./.memdir/x.lock'"}) == "bookkeeping"
+    # Glob walks from its pattern's leading folder, which is judged too.
+    assert deny_reason("Glob", {"pattern": "team/.memdir/*"}) == "bookkeeping"
+    assert deny_reason("Glob", {"pattern": f"{md.root}/team/.memdir/*.lock"}) == "bookkeeping"
+    assert deny_reason("Glob", {"pattern": "team/*.md"}) is None
+    assert deny_reason("Glob", {"pattern": "**/*", "path": str(md.root)}) is None
     assert deny_reason("Read", {"file_path": str(md.root / "notes.md")}) is None
     assert deny_reason("Bash", {"command": "cat notes.md"}) is None
     assert deny_reason("Grep", {"pattern": "x", "path": str(md.root)}) is None
