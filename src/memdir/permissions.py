@@ -15,12 +15,12 @@ and is reported as a ``permission.denied`` event.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias
 
 from memdir.store import MemoryDir
-from memdir.store._atomic import STATE_DIR_NAME
 from memdir.telemetry import Sink, emit
 from memdir.tools import (
     Effect,
@@ -33,7 +33,7 @@ from memdir.tools import (
     memory_tool_effects,
     memory_write_guard,
 )
-from memdir.tools._guard import is_bookkeeping, secret_refusal
+from memdir.tools._guard import reach_refusal, secret_refusal
 
 __all__ = [
     "CanUseTool",
@@ -79,8 +79,42 @@ def _deny(reason: str, message: str) -> PermissionDecision:
     return PermissionDecision(behavior="deny", message=message, reason=reason)
 
 
+def _command_words(command: str) -> list[str]:
+    """The words of a shell command that could name a file: each word, and the value of
+    each ``--option=value``; ``[]`` when the command cannot be split (the read-only check
+    has judged its shape already)."""
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:
+        return []
+    return [part for word in words for part in (word, word.partition("=")[2]) if part]
+
+
+def _command_reach(
+    md: MemoryDir, command: str, cwd: str | os.PathLike[str] | None
+) -> tuple[str, str] | None:
+    """Why a read-only command may not run for a file it names (:func:`reach_refusal`):
+    memdir's state, a link planted in the memory directory, a shared file. Each word is
+    taken as a path against ``cwd`` (a read-only command has no wildcards for the shell
+    to expand: :func:`is_read_only_command` refuses them). Files that a recursive command
+    finds by itself (``grep -r``) are not seen here; the trash keeps no plain text for
+    such a search to find."""
+    base = os.fspath(cwd) if cwd is not None else os.getcwd()
+    for word in _command_words(command):
+        reached = reach_refusal(md, word, cwd=base)
+        if reached is not None:
+            return reached
+    return None
+
+
 def _judge(
-    md: MemoryDir, name: str, effects: Sequence[Effect], allow_private_secrets: bool
+    md: MemoryDir,
+    name: str,
+    effects: Sequence[Effect],
+    allow_private_secrets: bool,
+    cwd: str | os.PathLike[str] | None = None,
 ) -> PermissionDecision:
     """The gate's answer for a call of ``name`` that would have ``effects``: allowed only
     when each of them is."""
@@ -89,9 +123,17 @@ def _judge(
         if isinstance(effect, Invalid):
             return _deny(effect.reason, effect.message)
         if isinstance(effect, ReadsPath):
-            continue  # reading anywhere is what recalling context needs
+            # Reading anywhere is what recalling context needs, but not memdir's own
+            # state, nor through a link planted in the memory directory.
+            reached = reach_refusal(md, effect.path) if effect.path is not None else None
+            if reached is not None:
+                return _deny(reached[0], f"{name}: {reached[1]}")
+            continue
         if isinstance(effect, RunsCommand):
             if effect.command is not None and is_read_only_command(effect.command):
+                reached = _command_reach(md, effect.command, cwd)
+                if reached is not None:
+                    return _deny(reached[0], f"{name}: {reached[1]}")
                 continue
             return _deny(
                 "not_read_only",
@@ -116,12 +158,9 @@ def _write_refusal(
             f"{name} is only allowed for files inside the memory directory {where}; "
             f"{shown} is not inside it. Save memories as files in that directory.",
         )
-    if is_bookkeeping(md, path):
-        return _deny(
-            "bookkeeping",
-            f"{name} may not change {path}: the {STATE_DIR_NAME}/ folder holds "
-            "memdir's cursors and locks, not memories.",
-        )
+    reached = reach_refusal(md, path)
+    if reached is not None:
+        return _deny(reached[0], f"{name} may not change {path}: {reached[1]}")
     # The new text alone, for an answer before anything runs; the complete file is
     # judged again at write time by the tools' write guard.
     refusal = secret_refusal(md, path, effect.text or "", allow_private_secrets)
@@ -166,12 +205,17 @@ def auto_mem_can_use_tool(
     (relative paths against ``cwd``, default the working directory at call time; the
     ``memory`` tool's ``/memories`` in ``memory_dir``). So:
 
-    - reading (``Read``, ``Grep``, ``Glob``, the memory tool's ``view``) is allowed;
-    - a command (``Bash``) is allowed only when read-only (:func:`is_read_only_command`);
+    - reading (``Read``, ``Grep``, ``Glob``, the memory tool's ``view``) is allowed,
+      except in a ``.memdir/`` bookkeeping folder of the memory directory at any depth,
+      through a symlink planted in it that leads out of it, and of a file there with
+      more than one name (:func:`memdir.tools._guard.reach_refusal`);
+    - a command (``Bash``) is allowed only when read-only (:func:`is_read_only_command`)
+      and naming no path that reading refuses;
     - a write (``Write``, ``Edit``, the memory tool's other commands) is allowed only
-      inside the memory directory but outside its ``.memdir/`` bookkeeping folder, and
-      not when the text written would hold a credential: never under ``team/``, and in
-      private memory only if ``allow_private_secrets``;
+      inside the memory directory but outside any ``.memdir/`` folder in it (nor through
+      a link, nor to a file with two names), and not when the text written would hold a
+      credential: never under ``team/``, and in private memory only if
+      ``allow_private_secrets``;
     - a call its tool would refuse outright, or of a tool whose effects are not known,
       is denied; one that declares no effect at all does nothing, and is allowed.
 
@@ -194,7 +238,7 @@ def auto_mem_can_use_tool(
                 f"Glob, read-only Bash, and Write/Edit for files inside {where}.",
             )
         else:
-            decision = _judge(md, name, effects, allow_private_secrets)
+            decision = _judge(md, name, effects, allow_private_secrets, cwd)
         if not decision.allowed:
             emit(sink, "permission.denied", tool_name=name, reason=decision.reason)
         return decision

@@ -836,11 +836,15 @@ def test_attack_is_contained_in_other_modes(sandbox: Sandbox, attack: Attack, mo
 
 
 def test_the_hard_link_target_outside_keeps_its_text(sandbox: Sandbox) -> None:
-    """The allowed write through a hard link left the outside file alone (checked directly)."""
+    """A file with two names is neither read nor written: its other name may be outside,
+    and reading it would bring an outside file's text into memory (checked directly)."""
     attack = next(a for a in WRITE_ATTACKS if a.id == "write-through-hard-link")
     outcome = check_contained(sandbox, attack, "shared")
-    assert [r.is_error for r in outcome.results()] == [False]
-    assert (sandbox.memory / "hard.md").read_text() == "pwned\n"
+    results = outcome.results()
+    assert results
+    assert all(r.is_error for r in results)
+    assert "hard link" in results[0].text
+    assert (sandbox.memory / "hard.md").read_text() == SENTINEL
     assert (sandbox.outside / "hardlinked.txt").read_text() == SENTINEL
 
 

@@ -65,6 +65,15 @@ def test_searches_read_below_their_path(tmp_path: Path) -> None:
     cwd = str(tmp_path)
     assert GrepTool(tmp_path).effects({"pattern": "x"}) == (ReadsPath(f"{cwd}/."),)
     assert GlobTool(tmp_path).effects({"pattern": "*", "path": "/etc"}) == (ReadsPath("/etc"),)
+    # A pattern's leading folder is where Glob walks from: it reads there too.
+    assert GlobTool(tmp_path).effects({"pattern": "ssh/*", "path": "/etc"}) == (
+        ReadsPath("/etc"),
+        ReadsPath("/etc/ssh"),
+    )
+    assert GlobTool(tmp_path).effects({"pattern": "/var/log/*.log"}) == (
+        ReadsPath(f"{cwd}/."),
+        ReadsPath("/var/log"),
+    )
 
 
 def test_bash_runs_its_command(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ holding two files:
   Grep never reads a forgotten memory back into a new one.
 - ``entry.json`` — where the file was (relative to the memory directory), its permission
   bits and modification time, and the lines of its ``MEMORY.md`` index that pointed at
-  it, each with its line number, exactly as they were.
+  it, each with its line number, exactly as they were: compressed and base64-encoded
+  inside the JSON, so that no search of the folder finds a forgotten line either.
 
 Nothing is lost on a crash. Forgetting writes the copy first and its record second (an
 entry without a record is incomplete and ignored), then removes the index lines, then
@@ -29,6 +30,7 @@ consolidation pass (``memdir dream``) calls it.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime
 import gzip
@@ -38,6 +40,7 @@ import re
 import shutil
 import tempfile
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +70,7 @@ TRASH_KEEP_SECONDS = 7 * 86400.0
 
 _RECORD_NAME = "entry.json"
 _COPY_NAME = "memory.gz"
-_VERSION = 1
+_VERSION = 2
 _STAMP_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 _FOLDER = re.compile(r"(\d{8}T\d{6}\.\d{6}Z)(?:-(\d+))?")
 POINTER = re.compile(r"\]\(([^)]+)\)")
@@ -246,7 +249,7 @@ def forget_memory(
             # The copy, then its record (only a complete entry counts), then the index
             # lines, then the file: wherever this stops, a copy of everything is left.
             atomic_write(folder / _COPY_NAME, gzip.compress(data, mtime=0))
-            atomic_write(folder / _RECORD_NAME, json.dumps(record, indent=2) + "\n")
+            atomic_write(folder / _RECORD_NAME, _sealed(record))
             if original is not None:
                 # Rewritten even when no line pointed at the memory: a memory agent that
                 # read the index before this and is about to add the memory's line then
@@ -270,13 +273,33 @@ def forget_memory(
     )
 
 
+def _sealed(record: dict[str, Any]) -> str:
+    """The text of an entry's record, with the record itself compressed and encoded.
+
+    The record holds the forgotten memory's index lines and its name: stored as plain
+    JSON, a ``grep -r`` of the memory directory (which a read-only shell command may do)
+    would find a forgotten line word for word. Only the version stays readable.
+    """
+    packed = gzip.compress(json.dumps(record).encode("utf-8"), mtime=0)
+    outer = {"version": _VERSION, "record": base64.b64encode(packed).decode("ascii")}
+    return json.dumps(outer, indent=2) + "\n"
+
+
+def _unsealed(outer: Any) -> Any:
+    """The record stored by :func:`_sealed`; an earlier version's plain record as it is."""
+    if isinstance(outer, dict) and "record" in outer:
+        packed = base64.b64decode(str(outer["record"]), validate=True)
+        return json.loads(gzip.decompress(packed).decode("utf-8"))
+    return outer
+
+
 def load_entry(folder: Path) -> TrashEntry | None:
     """The entry in ``folder``, or ``None`` when it is incomplete or not one."""
     key = folder_key(folder.name)
     if key is None or not (folder / _COPY_NAME).is_file():
         return None
     try:
-        record = json.loads((folder / _RECORD_NAME).read_text(encoding="utf-8"))
+        record = _unsealed(json.loads((folder / _RECORD_NAME).read_text(encoding="utf-8")))
         lines = tuple((int(item["line"]), str(item["text"])) for item in record["index_lines"])
         return TrashEntry(
             path=folder,
@@ -285,7 +308,7 @@ def load_entry(folder: Path) -> TrashEntry | None:
             index_lines=lines,
             forgotten_at=key[0],
         )
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, ValueError, TypeError, KeyError, EOFError, zlib.error):
         return None
 
 
@@ -372,10 +395,10 @@ def restore_memory(memory: MemoryDir, entry: TrashEntry | None = None) -> TrashE
         if not (entry.path / _RECORD_NAME).is_file():
             raise StoreError(f"{entry.filename} was restored meanwhile")
         try:
-            record = json.loads((entry.path / _RECORD_NAME).read_text(encoding="utf-8"))
+            record = _unsealed(json.loads((entry.path / _RECORD_NAME).read_text(encoding="utf-8")))
             data = gzip.decompress((entry.path / _COPY_NAME).read_bytes())
             mode, mtime_ns = int(record["mode"]), int(record["mtime_ns"])
-        except (OSError, ValueError, TypeError, KeyError, EOFError) as exc:
+        except (OSError, ValueError, TypeError, KeyError, EOFError, zlib.error) as exc:
             raise StoreError(f"cannot read trash entry {entry.path.name}: {exc}") from exc
         existing = None if not os.path.lexists(target) else _read_bytes(target)
         if os.path.lexists(target) and (target.is_symlink() or existing != data):

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from memdir.store._atomic import STATE_DIR_NAME
 from memdir.tools._base import ToolError
 from memdir.tools._files import MAX_LINE_CHARS
 
@@ -116,7 +117,8 @@ def compile_glob(tool: str, pattern: str) -> re.Pattern[str]:
 def walk(root: str) -> Iterator[tuple[str, str]]:
     """Regular files below ``root`` as ``(path, relative posix path)``, depth first, each
     directory's entries in byte order of their names (ripgrep's ``--sort path``).
-    ``.git`` entries and symlinks are skipped; an unreadable directory is left out."""
+    ``.git`` entries, memdir's own ``.memdir`` state folders (cursors, locks, the trash: no
+    memory) and symlinks are skipped; an unreadable directory is left out."""
     stack: list[tuple[Iterator[os.DirEntry[str]], str]] = [(_entries(root), "")]
     while stack:
         entries, prefix = stack[-1]
@@ -124,7 +126,7 @@ def walk(root: str) -> Iterator[tuple[str, str]]:
         if entry is None:
             stack.pop()
             continue
-        if entry.name == ".git":
+        if entry.name in (".git", STATE_DIR_NAME):
             continue
         try:
             if entry.is_dir(follow_symlinks=False):
@@ -275,7 +277,17 @@ def _rg_args(rg: str, q: Query) -> list[str]:
     # Every behaviour that a config file, an ignore file or a default could change is
     # pinned; binary detection is off (--text) because it is done in Python for both.
     args = [rg, "--json", "--no-config", "--hidden", "--no-ignore", "--no-follow"]
-    args += ["--glob", "!.git", "--sort", "path", "--text", "--encoding", "none"]
+    args += [
+        "--glob",
+        "!.git",
+        "--glob",
+        f"!{STATE_DIR_NAME}",
+        "--sort",
+        "path",
+        "--text",
+        "--encoding",
+        "none",
+    ]
     args += ["--no-messages", "--engine", "default"]
     args.append("--ignore-case" if q.ignore_case else "--case-sensitive")
     if q.multiline:

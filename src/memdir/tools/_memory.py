@@ -24,11 +24,14 @@ A virtual path is checked twice: lexically (it must be ``/memories`` or below it
 ``..``, hidden names, backslashes, percent-escapes, NUL or control characters), then the
 mapped real path must resolve inside the directory the way the operating system would
 (:meth:`~memdir.store.MemoryDir.is_memory_path`: symlinks followed, failing closed). Hidden
-names being refused keeps memdir's ``.memdir/`` bookkeeping out of reach, and the write
-guard refuses it again. Writes are atomic, made under the file's lock, and judged on
-their final text by :func:`~memdir.tools.memory_write_guard`, so no credential reaches
-``team/``. A Markdown file with frontmatter is stored as Claude Code stores it
-(see :class:`~memdir.tools.MemoryFiles`), so a memory is the same whichever tool saved it.
+names being refused keeps memdir's ``.memdir/`` bookkeeping out of reach by name, and every
+command, ``view``, ``delete`` and ``rename`` (both paths) included, refuses a path that
+reaches it through a planted symlink, a symlink that leads out, or a file with two names
+(:func:`~memdir.tools._guard.reach_refusal`); the write guard refuses them again. Writes
+are atomic, made under the file's lock, and judged on their final text by
+:func:`~memdir.tools.memory_write_guard`, so no credential reaches ``team/``. A Markdown
+file with frontmatter is stored as Claude Code stores it (see
+:class:`~memdir.tools.MemoryFiles`), so a memory is the same whichever tool saved it.
 
 This module does not import the ``anthropic`` SDK. For the SDK's tool runner
 (``client.beta.messages.tool_runner``), wrap the tool with
@@ -52,9 +55,10 @@ from typing import Any
 from memdir._private import make_private_dirs
 from memdir.errors import StoreError
 from memdir.store import MemoryDir, MemoryFormat, atomic_write, file_lock
+from memdir.store._atomic import STATE_DIR_NAME
 from memdir.tools._base import MemoryFiles, ToolContext, ToolError, ToolOutput
 from memdir.tools._effects import Effect, Invalid, ReadsPath, WritesPath, input_object
-from memdir.tools._guard import memory_write_guard
+from memdir.tools._guard import memory_write_guard, reach_refusal
 
 __all__ = [
     "MEMORY_COMMANDS",
@@ -151,6 +155,13 @@ def _map_path(md: MemoryDir, path: object, command: str, key: str = "path") -> t
     real = md.root.joinpath(*parts)
     if not md.is_memory_path(real):
         raise ToolError(f"{virtual} resolves outside {VIRTUAL_ROOT} (through a symlink)")
+    # Every command, view, delete and rename included: a link planted in the folder
+    # (``x -> .memdir``) must not reach memdir's state, nor a hard link an outside file.
+    reached = reach_refusal(md, real)
+    if reached is not None:
+        # Told in the model's own terms: /memories, not the folder's real place.
+        said = reached[1].replace(str(real), virtual).replace(str(md.root), VIRTUAL_ROOT)
+        raise ToolError(said)
     return virtual, real
 
 
@@ -361,7 +372,11 @@ class MemoryTool:
         for name in names:
             entry = directory / name
             # Entries whose link leads out (or loops) are not shown: not even their names.
-            if name.startswith(".") or not self.memory_dir.is_memory_path(entry):
+            if (
+                name.startswith(".")
+                or not self.memory_dir.is_memory_path(entry)
+                or reach_refusal(self.memory_dir, entry) is not None
+            ):
                 continue
             try:
                 st = entry.stat()
@@ -486,7 +501,9 @@ class MemoryTool:
             if old.is_file():
                 yield old, new
             return
-        for folder, _dirs, files in os.walk(old):
+        for folder, dirs, files in os.walk(old):
+            # A folder's own bookkeeping (its locks) moves with it and is not a memory.
+            dirs[:] = [d for d in dirs if d != STATE_DIR_NAME]
             for name in files:
                 src = Path(folder, name)
                 if src.is_file() and not src.is_symlink():

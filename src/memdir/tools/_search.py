@@ -112,11 +112,27 @@ _GREP_SCHEMA = object_schema(
 def search_effects(
     tool: str, tool_input: object, cwd: str | os.PathLike[str] | None
 ) -> tuple[Effect, ...]:
-    """Grep's and Glob's effect: they read below ``path`` (default: the working directory)."""
+    """Grep's and Glob's effect: they read below ``path`` (default: the working directory),
+    and Glob below the folder its pattern starts with (``notes/*.md``, ``/abs/dir/*``),
+    which it walks from instead: that folder is judged like any path read."""
     given = input_object(tool, tool_input)
     if not isinstance(given, Mapping):
         return (given,)
-    return (ReadsPath(locate(given.get("path", "."), cwd)),)
+    where = locate(given.get("path", "."), cwd)
+    pattern = given.get("pattern")
+    if tool != "Glob" or where is None or not isinstance(pattern, str) or "\0" in pattern:
+        return (ReadsPath(where),)
+    start = _glob_start(where, pattern)
+    return (ReadsPath(where),) if start == where else (ReadsPath(where), ReadsPath(start))
+
+
+def _glob_start(base: str, pattern: str) -> str:
+    """The folder a Glob of ``pattern`` below ``base`` walks from: the pattern's leading
+    segments without wildcards, so ``notes/*.md`` does not walk all of ``base``."""
+    parts = os.path.expanduser(pattern).split("/")
+    fixed = next((i for i, part in enumerate(parts) if _META & set(part)), len(parts))
+    prefix = "/".join(parts[:fixed]) or ("/" if pattern.startswith("/") else "")
+    return os.path.join(base, prefix) if prefix else base
 
 
 class GrepTool:
@@ -271,12 +287,9 @@ class GlobTool:
         pattern = os.path.expanduser(raw_pattern)
         if not stat.S_ISDIR(st.st_mode):
             raise ToolError(f"Glob: path is not a directory: {base}")
-        # The leading segments without wildcards name a directory to start from, so
-        # "notes/*.md" or an absolute pattern does not walk all of `path`.
         parts = pattern.split("/")
         fixed = next((i for i, part in enumerate(parts) if _META & set(part)), len(parts))
-        prefix = "/".join(parts[:fixed]) or ("/" if pattern.startswith("/") else "")
-        start = os.path.abspath(os.path.join(base, prefix))
+        start = os.path.abspath(_glob_start(base, pattern))
         if fixed == len(parts):
             found = [start] if os.path.isfile(start) else []
         else:
