@@ -98,15 +98,69 @@ def _command_reach(
     """Why a read-only command may not run for a file it names (:func:`reach_refusal`):
     memdir's state, a link planted in the memory directory, a shared file. Each word is
     taken as a path against ``cwd`` (a read-only command has no wildcards for the shell
-    to expand: :func:`is_read_only_command` refuses them). Files that a recursive command
-    finds by itself (``grep -r``) are not seen here; the trash keeps no plain text for
-    such a search to find."""
+    to expand: :func:`is_read_only_command` refuses them). A command that reads the
+    files it finds by itself (``grep -r``, ``rg --hidden``) may not walk the memory
+    directory, where it would read memdir's state too."""
     base = os.fspath(cwd) if cwd is not None else os.getcwd()
-    for word in _command_words(command):
+    words = _command_words(command)
+    for word in words:
         reached = reach_refusal(md, word, cwd=base)
         if reached is not None:
             return reached
+    if _reads_what_it_finds(words) and _walks_memory(md, words[1:], base):
+        return (
+            "bookkeeping",
+            "a recursive search of the memory directory would read memdir's own state; "
+            "use Grep or Glob, which leave it out, or name the files",
+        )
     return None
+
+
+_GREPS = frozenset({"grep", "egrep", "fgrep"})
+
+
+def _reads_what_it_finds(words: Sequence[str]) -> bool:
+    """Whether a command reads the contents of files it finds under a folder: a
+    recursive grep, or ripgrep told to search hidden folders (it skips them, and so
+    ``.memdir``, by default)."""
+    if not words:
+        return False
+    program = os.path.basename(words[0])
+    options = [w for w in words[1:] if w.startswith("-")]
+    if program in _GREPS:
+        return any(
+            o in ("--recursive", "--dereference-recursive", "--directories=recurse")
+            or (not o.startswith("--") and ("r" in o or "R" in o))
+            for o in options
+        ) or ("-d" in options and "recurse" in words)
+    if program == "rg":
+        return any(
+            o in ("--hidden", "--unrestricted", "-.")
+            or (not o.startswith("--") and o.count("u") >= 2)
+            or (not o.startswith("--") and "." in o[1:])
+            for o in options
+        )
+    return False
+
+
+def _walks_memory(md: MemoryDir, words: Sequence[str], base: str) -> bool:
+    """Whether a search with arguments ``words`` walks into the memory directory: from
+    each folder it names after its pattern, or from ``base`` when it names none."""
+    root = os.path.realpath(md.root)
+    positional = [w for w in words if not w.startswith("-")]
+    given_pattern = any(w in ("-e", "-f", "--regexp", "--file") for w in words)
+    paths = positional if given_pattern else positional[1:]
+    if paths:
+        named = (os.path.join(base, os.path.expanduser(p)) for p in paths)
+        folders = [os.path.realpath(p) for p in named if os.path.isdir(p)]
+    else:
+        folders = [os.path.realpath(base)]
+    for folder in folders:
+        inside = folder == root or folder.startswith(root + os.sep)
+        above = root.startswith(folder.rstrip(os.sep) + os.sep)
+        if inside or above:
+            return True
+    return False
 
 
 def _judge(

@@ -119,6 +119,38 @@ def test_the_gate_refuses_reads_and_shell_reads_of_the_state(md: MemoryDir) -> N
     assert deny_reason("Grep", {"pattern": "x", "path": str(md.root)}) is None
 
 
+@pytest.mark.parametrize(
+    ("command", "refused"),
+    [
+        ("grep -r forgotten .", True),  # from the memory directory, its cwd here
+        ("grep -rn forgotten", True),  # no folder named: the walk starts at the cwd
+        ("grep --recursive x sub", True),  # a folder inside it
+        ("grep -R x {parent}", True),  # a folder above it
+        ("egrep -ri x .", True),
+        ("rg --hidden x .", True),  # ripgrep skips hidden folders unless told
+        ("rg -uu x .", True),
+        ("rg x .", False),
+        ("grep x notes.md", False),  # a named file is judged by its own path
+        ("grep -r x {outside}", False),
+        ("grep -rn 'deploy key' ~/notes", False),  # a folder named, elsewhere
+        ("find . -name '*.md'", False),  # names, not contents
+    ],
+)
+def test_a_recursive_search_may_not_walk_into_the_state(
+    md: MemoryDir, tmp_path: Path, command: str, refused: bool
+) -> None:
+    (md.root / ".memdir").mkdir()
+    (md.root / ".memdir" / "state.json").write_text('{"cursor": "secret"}')
+    (tmp_path / "elsewhere").mkdir()
+    gate = auto_mem_can_use_tool(md, cwd=md.root)
+    line = command.format(parent=tmp_path, outside=tmp_path / "elsewhere")
+
+    async def decide() -> str | None:
+        return (await gate("Bash", {"command": line})).reason
+
+    assert (asyncio.run(decide()) == "bookkeeping") is refused
+
+
 def test_a_trash_entry_holds_no_plain_text_and_is_still_restored(md: MemoryDir) -> None:
     (md.root / "MEMORY.md").write_text("- [Notes](notes.md) — PLAINWORD in the index\n")
     entry = forget_memory(md, "notes.md")
