@@ -78,8 +78,9 @@ def estimate_tokens(text: str) -> int:
     return len(text) // _CHARS_PER_TOKEN + 1
 
 
-# ~25k tokens, a quarter of the standalone window's default budget: a pasted log or dump
-# never fills a request alone (a 50 MB message was once sent whole), ordinary text passes.
+# ~25k tokens, a quarter of the standalone window's default budget, for a text block and
+# for a whole message: a pasted log or dump never fills a request alone (a 50 MB message
+# was once sent whole), ordinary text passes.
 TEXT_BLOCK_CHARS = 100_000
 
 
@@ -144,6 +145,8 @@ def _rendered_text(message: Message, limit: int) -> str | None:
     if not parts:
         return None
     text = "\n\n".join(parts)
+    if len(parts) > 1:  # a message of many blocks, each under the cap, is cut as a whole
+        text = _cut(text, TEXT_BLOCK_CHARS)
     if message.is_compact_summary:
         text = f"[summary of the earlier conversation]\n{text}"
     return text
