@@ -129,34 +129,37 @@ class Script:
     def memory_agent(self, text: str, last: dict[str, Any]) -> Message | str:
         if last["role"] == "tool":
             return "Saved."
+        # Everything the new messages hold, in one turn: runs of two turns coalesce when
+        # the first is still in flight as the second ends.
+        notes = []
         if "I'm Ana" in text and not (self.memory / ANA).exists():
-            return self.save(ANA, "Ana", "user", "Ana leads the data platform team; polars only")
+            notes.append((ANA, "Ana", "user", "Ana leads the data platform team; polars only"))
         if "deploys happen on Fridays" in text and not (self.memory / DEPLOYS).exists():
-            return self.save(DEPLOYS, "Deploy days", "project", "Deploys happen on Fridays only")
-        return "Nothing worth saving."
+            notes.append((DEPLOYS, "Deploy days", "project", "Deploys happen on Fridays only"))
+        return self.save(notes) if notes else "Nothing worth saving."
 
-    def save(self, filename: str, name: str, kind: str, body: str) -> Message:
+    def save(self, notes: list[tuple[str, str, str, str]]) -> Message:
         index = self.memory / "MEMORY.md"
-        known = index.read_text() if index.exists() else ""
-        calls = (
+        lines = index.read_text() if index.exists() else ""
+        calls = []
+        for filename, name, kind, body in notes:
+            calls.append(
+                ToolUseBlock(
+                    id=f"mem_{filename}",
+                    name="Write",
+                    input={
+                        "file_path": str(self.memory / filename),
+                        "content": memory_file(name, kind, body),
+                    },
+                )
+            )
+            lines += f"- [{name}]({filename}) — {body}\n"
+        calls.append(
             ToolUseBlock(
-                id=f"mem_{filename}",
-                name="Write",
-                input={
-                    "file_path": str(self.memory / filename),
-                    "content": memory_file(name, kind, body),
-                },
-            ),
-            ToolUseBlock(
-                id=f"mem_index_{filename}",
-                name="Write",
-                input={
-                    "file_path": str(index),
-                    "content": f"{known}- [{name}]({filename}) — {body}\n",
-                },
-            ),
+                id="mem_index", name="Write", input={"file_path": str(index), "content": lines}
+            )
         )
-        return Message(role="assistant", content=calls)
+        return Message(role="assistant", content=tuple(calls))
 
 
 def host_agent(client: AsyncOpenAI, memory: MemdirRunHooks | MemdirAgentHooks | None) -> Agent[Any]:
@@ -341,7 +344,7 @@ def test_a_model_that_is_not_chat_completions_goes_standalone(tmp_path: Path) ->
         seen.append(request)
         if request.messages[-1].is_tool_result:
             return "Saved."
-        return Script(memory).save(ANA, "Ana", "user", "Ana leads the data platform team")
+        return Script(memory).save([(ANA, "Ana", "user", "Ana leads the data platform team")])
 
     hooks = MemdirRunHooks(memory, FunctionModel(memory_agent), sink=sink)
     host = AgentsScriptedModel([[assistant_message("Nice to meet you, Ana.")]])
@@ -1167,9 +1170,9 @@ def test_a_restart_on_the_responses_api_saves_each_fact_once(tmp_path: Path) -> 
         read.append(texts)
         said = json.dumps(texts)
         if "I'm Ana" in said and not (memory / ANA).exists():
-            return Script(memory).save(ANA, "Ana", "user", "Ana leads the data platform team")
+            return Script(memory).save([(ANA, "Ana", "user", "Ana leads the data platform team")])
         if "deploys happen on Fridays" in said and not (memory / DEPLOYS).exists():
-            return Script(memory).save(DEPLOYS, "Deploy days", "project", "Fridays only")
+            return Script(memory).save([(DEPLOYS, "Deploy days", "project", "Fridays only")])
         return "Nothing worth saving."
 
     seen: list[dict[str, Any]] = []
