@@ -126,20 +126,20 @@ _OPENING = "The conversation follows; memdir's request comes after it."
 _LISTED_BEFORE = "The memory files are listed before the conversation."
 
 
-def _opening_text(project: str) -> str:
+def _opening_text(opening: str) -> str:
     """The standalone request's first message: the list of memory files as it was when
-    the window's start was set, and the project's instruction files (``project`` holds
+    the window's start was set, and the project's instruction files (``opening`` holds
     both, either may be empty).
 
     Both change rarely, so they sit before the conversation, in the cached prefix; the
     message is there even without them, so that the conversation after it may start with
     either role."""
-    return f"{_OPENING}\n\n{project}" if project else _OPENING
+    return f"{_OPENING}\n\n{opening}" if opening else _OPENING
 
 
-def _opening_message(project: str) -> Message:
+def _opening_message(opening: str) -> Message:
     # Meta: memdir's words, not the user's, for anything that reads the conversation.
-    return Message(role="user", content=(TextBlock(text=_opening_text(project)),), is_meta=True)
+    return Message(role="user", content=(TextBlock(text=_opening_text(opening)),), is_meta=True)
 
 
 def _final_text(parts: PromptParts) -> str:
@@ -283,12 +283,12 @@ class Runner:
         # then changes nothing the next run reads from the cache.
         alone_parts = parts_for(alone_count, newest_first=False, end=window.end)
         listed, changed = self._listing(alone_parts.listing, headers, window.start)
-        project = "\n\n".join(p for p in (listed, project) if p)
+        opening = "\n\n".join(p for p in (listed, project) if p)
         state = "\n\n".join(p for p in (changed, alone_parts.state) if p)
         if not state and headers:
             state = _LISTED_BEFORE  # not "empty": the list is in the first message
         alone_parts = dataclasses.replace(alone_parts, listing="", state=state)
-        alone_shape = self._standalone_shape(alone_parts, project, window, now)
+        alone_shape = self._standalone_shape(alone_parts, opening, window, now)
         fork_shape: RequestShape | None = None
         fork_parts: PromptParts | None = None
         if turn.params is not None:
@@ -313,7 +313,7 @@ class Runner:
         # written for one, else within the default lifetime.
         long = alone_shape.cache_ttl == "1h"
         share = self.stats.hour_share if long else self.stats.warm_share
-        steady_cost = self._standalone_steady(alone_parts, project, window, long)
+        steady_cost = self._standalone_steady(alone_parts, opening, window, long)
         plan = plan_run(self._config.mode, fork_shape, alone_shape, self.stats, steady_cost, share)
 
         context = ToolContext(
@@ -363,8 +363,8 @@ class Runner:
             )
         else:
             ttl = alone_shape.cache_ttl
-            result = await self._standalone(alone_parts, project, window, tools, gate, context, ttl)
-            key = self._cache_key(alone_parts, project, window)
+            result = await self._standalone(alone_parts, opening, window, tools, gate, context, ttl)
+            key = self._cache_key(alone_parts, opening, window)
             lifetime = self._standalone_lifetime(ttl)
             self._standalone_cache = (self._clock(), key, window.end, lifetime)
             covered, count, family = window.end, alone_count, self._family(self._model)
@@ -472,13 +472,13 @@ class Runner:
         return [t.definition() for t in builtin_tools(cwd) if t.name in _STANDALONE_TOOLS]
 
     def _standalone_shape(
-        self, parts: PromptParts, project: str, window: StandaloneWindow, now: float | None
+        self, parts: PromptParts, opening: str, window: StandaloneWindow, now: float | None
     ) -> RequestShape:
         family = self._family(self._model)
         static = self._static(parts)
-        opening = estimate_tokens(_opening_text(project)) + 8
+        opening_tokens = estimate_tokens(_opening_text(opening)) + 8
         final = estimate_tokens(_final_text(parts)) + 8
-        stable = static + opening + window.window_tokens + window.new_tokens
+        stable = static + opening_tokens + window.window_tokens + window.new_tokens
         prompt = stable + final
         warm = 0
         note = "memdir's cache cold"
@@ -486,11 +486,11 @@ class Runner:
             sent_at, key, sent_end, lifetime = self._standalone_cache
             if now - sent_at < lifetime:
                 warm, note = static, "memdir's instructions cached"
-                if key == self._cache_key(parts, project, window):
+                if key == self._cache_key(parts, opening, window):
                     seen = self.conversation.tokens_between(
                         window.start, min(sent_end, window.cursor)
                     )
-                    warm, note = static + opening + seen, "memdir's window cached"
+                    warm, note = static + opening_tokens + seen, "memdir's window cached"
         if 0 < warm < family.min_cache_tokens:
             # A prefix shorter than the model's cache minimum was never written (Opus 4.5
             # caches from 4,096 tokens): instructions alone may be below it.
@@ -532,7 +532,7 @@ class Runner:
         return bool(self._family(self._model).extended_cache_retention)
 
     def _standalone_steady(
-        self, parts: PromptParts, project: str, window: StandaloneWindow, long: bool
+        self, parts: PromptParts, opening: str, window: StandaloneWindow, long: bool
     ) -> CostEstimate:
         """The standalone cost once standalone runs follow one another (see ``steady``),
         each writing for the lifetime this one does (an hour if ``long``): warm in the
@@ -544,15 +544,15 @@ class Runner:
         those say its cold cache pays back, since every run that forks first and switches
         later pays the same cold write, only later.
         """
-        hot = self._standalone_shape(parts, project, window, None)
+        hot = self._standalone_shape(parts, opening, window, None)
         static = self._static(parts)
-        opening = estimate_tokens(_opening_text(project)) + 8
+        opening_tokens = estimate_tokens(_opening_text(opening)) + 8
         # A save changes only what follows the conversation: the window stays cached, and
         # each run writes its new messages (at the hour's price if ``long``).
-        stable = static + opening + window.window_tokens + window.new_tokens
+        stable = static + opening_tokens + window.window_tokens + window.new_tokens
         hot = dataclasses.replace(
             hot,
-            warm_tokens=static + opening + window.window_tokens,
+            warm_tokens=static + opening_tokens + window.window_tokens,
             note="memdir's cache warm",
             long_tokens=stable if long else 0,
         )
@@ -572,13 +572,13 @@ class Runner:
             self._static_tokens = {key: tokens}
         return tokens
 
-    def _cache_key(self, parts: PromptParts, project: str, window: StandaloneWindow) -> str:
+    def _cache_key(self, parts: PromptParts, opening: str, window: StandaloneWindow) -> str:
         """What the standalone request's cached prefix holds, before the new messages."""
         # The first message sent after the opening one, window or new: a run whose window
         # was empty cached its new messages from the same place.
         start = window.messages[0].uuid if window.messages else ""
         digest = hashlib.sha256()
-        for piece in (parts.instructions, project, str(window.start), start):
+        for piece in (parts.instructions, opening, str(window.start), start):
             digest.update(piece.encode("utf-8", "surrogatepass"))
             digest.update(b"\0")
         return digest.hexdigest()
@@ -588,7 +588,7 @@ class Runner:
     async def _standalone(
         self,
         parts: PromptParts,
-        project: str,
+        opening: str,
         window: StandaloneWindow,
         tools: Sequence[Tool],
         gate: Any,
@@ -616,7 +616,7 @@ class Runner:
                 params=params,
             )
         )
-        messages = [_opening_message(project), *window.messages]
+        messages = [_opening_message(opening), *window.messages]
         points = [0, len(messages) - 1]
         if window.previous_end is not None:
             points.append(window.previous_end + 1)

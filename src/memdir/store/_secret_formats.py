@@ -23,6 +23,7 @@ from memdir.store._secret_context import (
     _NOT_SECRET_KEYS,
     _NOT_SECRET_TOKENS,
     ValueKind,
+    _context_rule,
     _is_path_or_url,
     _is_reference,
     _is_stock,
@@ -451,14 +452,9 @@ def _rule(
     *,
     specificity: int = STRUCTURAL,
 ) -> SecretRule:
-    return SecretRule(
-        id=rule_id,
-        provider=provider,
-        description=description,
-        pattern=pattern,
-        specificity=specificity,
-        finder=finder,
-    )
+    """A format rule: :func:`_context_rule`, but structural unless said otherwise (each
+    format has a shape of its own, not only a secret-sounding name)."""
+    return _context_rule(rule_id, provider, description, pattern, finder, specificity=specificity)
 
 
 FORMAT_RULES: tuple[SecretRule, ...] = (
