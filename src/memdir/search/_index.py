@@ -1,0 +1,538 @@
+"""The search index of one memory directory: SQLite FTS5, in memdir's state folder.
+
+It lives at ``.memdir/search.sqlite3`` inside the memory directory, beside the cursors:
+the memory agent's tools are refused that folder, so what the transcripts hold (which the
+agent may have chosen not to save) never reaches it through the index. The file is
+``0600``, as every file memdir creates.
+
+Transcripts only grow while a session lasts, so each session's entry remembers how far
+it was read (a byte offset, always at the end of a whole line) and the uuid of the last
+line read, with fingerprints of the file's first bytes and of the bytes just before the
+offset. The next pass seeks there and reads only what was added. A file that is shorter
+than the offset, or whose fingerprints no longer match (Claude Code rewrote it, a sync
+replaced it), is indexed again from the start, its old passages dropped first.
+
+The passages' text is an FTS5 table ranked by ``bm25()``; where each passage came from
+sits in an ordinary table keyed by the same rowid, with indexes on the session and the
+memory file, so dropping one session's passages costs that session's rows, not a scan of
+the whole index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO, Literal, TypeAlias, cast
+
+from memdir._private import PRIVATE_FILE_MODE, make_private_dirs
+from memdir.errors import StoreError, UsageError
+from memdir.search._passages import entry_passages, fts_query, split_passages
+from memdir.store import MemoryDir, parse_memory_file
+from memdir.store._atomic import STATE_DIR_NAME
+from memdir.store._scan import _list_memory_files
+from memdir.transcripts._lines import (
+    LINE_MAX_BYTES,
+    NotRegularError,
+    Overlong,
+    open_regular,
+    read_lines,
+)
+
+__all__ = [
+    "SEARCH_DB_NAME",
+    "HitKind",
+    "IndexStats",
+    "SearchHit",
+    "SearchIndex",
+    "fts5_available",
+    "session_files",
+]
+
+SEARCH_DB_NAME = f"{STATE_DIR_NAME}/search.sqlite3"
+"""The index, relative to the memory directory."""
+
+HitKind: TypeAlias = Literal["turn", "memory"]
+MemoryDirLike: TypeAlias = MemoryDir | str | os.PathLike[str]
+Progress: TypeAlias = Callable[[int, int], object]
+
+_SCHEMA_VERSION = "1"
+# 4 KiB: enough of a file's start and of the bytes before the offset to tell a rewrite
+# from growth (a line of JSON with a uuid and a timestamp), and cheap to read each pass.
+_FINGERPRINT_BYTES = 4096
+# A memory file past this is read only this far: memories are short by design.
+_MEMORY_MAX_BYTES = 256 * 1024
+# Seconds a writer waits for another process's transaction before giving up.
+_BUSY_TIMEOUT = 30.0
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    # porter: "deploys" finds "deployed"; unicode61 folds case and diacritics.
+    "CREATE VIRTUAL TABLE IF NOT EXISTS passages USING fts5("
+    "text, tokenize = 'porter unicode61 remove_diacritics 2')",
+    "CREATE TABLE IF NOT EXISTS sources("
+    "id INTEGER PRIMARY KEY, kind TEXT NOT NULL, session TEXT, uuid TEXT, time TEXT, "
+    "role TEXT, file TEXT)",
+    "CREATE INDEX IF NOT EXISTS sources_session ON sources(session)",
+    "CREATE INDEX IF NOT EXISTS sources_file ON sources(file)",
+    "CREATE TABLE IF NOT EXISTS sessions("
+    "session TEXT PRIMARY KEY, path TEXT NOT NULL, offset INTEGER NOT NULL, "
+    "last_uuid TEXT, head TEXT NOT NULL, tail TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS memories("
+    "file TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL)",
+)
+
+
+def fts5_available() -> bool:
+    """Whether this Python's ``sqlite3`` was built with FTS5 (search needs it)."""
+    connection = sqlite3.connect(":memory:")
+    try:
+        connection.execute("CREATE VIRTUAL TABLE probe USING fts5(text)")
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        connection.close()
+    return True
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchHit:
+    """One passage that matched a query, with where it was said or saved."""
+
+    kind: HitKind
+    """``turn``: said in a session; ``memory``: saved in a memory file."""
+    text: str
+    """The passage: a turn's text, or a few paragraphs of it (or of the memory)."""
+    score: float
+    """How well it matched (FTS5's BM25, sign turned so higher is better)."""
+    session_id: str | None
+    """The session it was said in (the transcript's file name without ``.jsonl``)."""
+    uuid: str | None
+    """The message's uuid in that session."""
+    timestamp: datetime | None
+    """When the message was written, or the memory file last saved."""
+    role: str | None
+    """``user`` or ``assistant`` for a turn; None for a memory."""
+    memory_file: str | None
+    """For a memory, its path relative to the memory directory (``team/x.md``)."""
+    path: Path
+    """The transcript or the memory file."""
+
+
+@dataclass(kw_only=True)
+class IndexStats:
+    """What one indexing pass did: what it read and what it added."""
+
+    sessions_seen: int = 0
+    """Session files looked at."""
+    sessions_updated: int = 0
+    """Sessions that had new lines."""
+    sessions_reindexed: int = 0
+    """Sessions read again from the start: the file was rewritten or cut."""
+    lines_read: int = 0
+    """Transcript lines read (new ones only, unless the session was re-indexed)."""
+    bytes_read: int = 0
+    """Transcript bytes read, fingerprints aside."""
+    passages_added: int = 0
+    """Passages written to the index (turns and memories)."""
+    memories_indexed: int = 0
+    """Memory files new or changed since the last pass, indexed."""
+    memories_removed: int = 0
+    """Memory files gone since the last pass, dropped from the index."""
+    errors: list[str] = field(default_factory=list)
+    """One line for each file that could not be read (it is tried again next pass)."""
+
+
+def session_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """The ``<session>.jsonl`` files directly in ``folder`` (Claude Code's layout for a
+    project's sessions), subagent files aside; [] when the folder cannot be listed."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        if not entry.name.endswith(".jsonl") or entry.name.startswith("agent-"):
+            continue
+        with contextlib.suppress(OSError):
+            if entry.is_file():
+                found.append(Path(entry.path))
+    return sorted(found)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_at(handle: BinaryIO, start: int, size: int) -> bytes:
+    handle.seek(start)
+    return handle.read(size)
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+class _Capped:
+    """A binary stream that reads no further than ``limit`` bytes from where it starts,
+    so a line being written while the pass reads is left for the next pass."""
+
+    def __init__(self, handle: BinaryIO, limit: int) -> None:
+        self._handle = handle
+        self._left = limit
+
+    def read(self, size: int = -1) -> bytes:
+        if self._left <= 0:
+            return b""
+        wanted = self._left if size < 0 else min(size, self._left)
+        data = self._handle.read(wanted)
+        self._left -= len(data)
+        return data
+
+
+@dataclass
+class _Session:
+    offset: int
+    last_uuid: str | None
+    head: str
+    tail: str
+
+
+class SearchIndex:
+    """The search index of one memory directory; see the module's docstring.
+
+    Open it, index, search, close (it is a context manager too). Several processes may
+    share one index: each session is read and written in one transaction that starts by
+    reading how far the session was indexed, so two passes never add a line twice.
+    Raises :class:`~memdir.errors.StoreError` when this Python's ``sqlite3`` lacks FTS5
+    or the index cannot be opened.
+    """
+
+    def __init__(self, memory_dir: MemoryDirLike) -> None:
+        self.memory = memory_dir if isinstance(memory_dir, MemoryDir) else MemoryDir(memory_dir)
+        self.path: Path = self.memory.root / SEARCH_DB_NAME
+        if not fts5_available():
+            raise StoreError(
+                f"search needs SQLite's FTS5, which this Python's sqlite3 (SQLite "
+                f"{sqlite3.sqlite_version}) was built without; use a Python whose sqlite3 "
+                "has it (the python.org, Homebrew and most Linux builds do)"
+            )
+        try:
+            make_private_dirs(self.path.parent)
+            if not self.path.exists():
+                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE_MODE))
+                os.chmod(self.path, PRIVATE_FILE_MODE)
+            self._db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT, isolation_level=None)
+            for statement in _SCHEMA:
+                self._db.execute(statement)
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?)", (_SCHEMA_VERSION,)
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the search index {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+    def __enter__(self) -> SearchIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        # IMMEDIATE: take the write lock before reading a session's offset, so a second
+        # process indexing the same session waits and then sees the new offset.
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _add(
+        self,
+        db: sqlite3.Connection,
+        text: str,
+        *,
+        kind: HitKind,
+        session: str | None = None,
+        uuid: str | None = None,
+        time: str | None = None,
+        role: str | None = None,
+        file: str | None = None,
+    ) -> None:
+        cursor = db.execute(
+            "INSERT INTO sources(kind, session, uuid, time, role, file) VALUES (?,?,?,?,?,?)",
+            (kind, session, uuid, time, role, file),
+        )
+        db.execute("INSERT INTO passages(rowid, text) VALUES (?, ?)", (cursor.lastrowid, text))
+
+    def _drop(self, db: sqlite3.Connection, column: str, value: str) -> None:
+        ids = [row[0] for row in db.execute(f"SELECT id FROM sources WHERE {column} = ?", (value,))]
+        db.executemany("DELETE FROM passages WHERE rowid = ?", ((i,) for i in ids))
+        db.execute(f"DELETE FROM sources WHERE {column} = ?", (value,))
+
+    # --- sessions --------------------------------------------------------------------------
+
+    def _pending(self, path: Path) -> int:
+        """Bytes of ``path`` not yet indexed (an estimate for progress only)."""
+        row = self._db.execute(
+            "SELECT offset FROM sessions WHERE session = ?", (path.stem,)
+        ).fetchone()
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return 0
+        done = int(row[0]) if row is not None else 0
+        return size - done if size >= done else size
+
+    def index_sessions(
+        self,
+        paths: Iterable[str | os.PathLike[str]] | None = None,
+        *,
+        progress: Progress | None = None,
+    ) -> IndexStats:
+        """Index what the session transcripts added since the last pass.
+
+        ``paths``: Claude Code session files (JSONL); default: every ``<session>.jsonl``
+        in the memory directory's parent folder, where Claude Code keeps the project's
+        sessions beside its ``memory/`` folder. A session is named by its file name. The
+        whole lines after the session's offset are read; a file rewritten or cut since is
+        read again from the start. ``progress(done, total)`` (bytes) is called before
+        the first session and after each. A file that cannot be read is noted in
+        :attr:`IndexStats.errors` and left as it was indexed.
+        """
+        files = (
+            session_files(self.memory.root.parent)
+            if paths is None
+            else [Path(p).expanduser() for p in paths]
+        )
+        stats = IndexStats()
+        pending = [(file, self._pending(file)) for file in files]
+        total = sum(size for _, size in pending)
+        done = 0
+        if progress is not None:
+            progress(done, total)
+        for file, size in pending:
+            stats.sessions_seen += 1
+            try:
+                self._index_session(file, stats)
+            except (OSError, NotRegularError) as exc:
+                reason = getattr(exc, "strerror", None) or "not a regular file"
+                stats.errors.append(f"{file}: cannot read: {reason}")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot update the search index {self.path}: {exc}") from exc
+            done += size
+            if progress is not None:
+                progress(done, total)
+        return stats
+
+    def _index_session(self, file: Path, stats: IndexStats) -> None:
+        session = file.stem
+        handle, size = open_regular(file)
+        with handle, self._transaction() as db:
+            row = db.execute(
+                "SELECT offset, last_uuid, head, tail FROM sessions WHERE session = ?", (session,)
+            ).fetchone()
+            known = _Session(*row) if row is not None else None
+            start = 0
+            if known is not None:
+                if size == known.offset and self._intact(handle, known):
+                    return
+                if size > known.offset and self._intact(handle, known):
+                    start = known.offset
+                else:
+                    self._drop(db, "session", session)
+                    stats.sessions_reindexed += 1
+                    known = None
+            handle.seek(start)
+            position, last_uuid = start, known.last_uuid if known is not None else None
+            for _, raw in read_lines(
+                cast(BinaryIO, _Capped(handle, size - start)), max_line=LINE_MAX_BYTES
+            ):
+                length = raw.size if isinstance(raw, Overlong) else len(raw)
+                complete = position + length < size  # a newline follows it
+                if not complete and (isinstance(raw, Overlong) or not _is_json(raw)):
+                    # An unterminated last line that is not whole JSON is still being
+                    # written: leave it for the next pass.
+                    break
+                position += length + (1 if complete else 0)
+                stats.lines_read += 1
+                stats.bytes_read += length + (1 if complete else 0)
+                if isinstance(raw, Overlong):
+                    continue
+                found = entry_passages(raw)
+                if found is None:
+                    continue
+                last_uuid = found.uuid or last_uuid
+                for text in found.texts:
+                    self._add(
+                        db,
+                        text,
+                        kind="turn",
+                        session=session,
+                        uuid=found.uuid,
+                        time=found.timestamp,
+                        role=found.role,
+                    )
+                    stats.passages_added += 1
+            if position == start:
+                if start == 0:  # nothing whole yet, or a file cut to nothing
+                    db.execute("DELETE FROM sessions WHERE session = ?", (session,))
+                return
+            head = _digest(_read_at(handle, 0, min(_FINGERPRINT_BYTES, position)))
+            tail_start = max(0, position - _FINGERPRINT_BYTES)
+            tail = _digest(_read_at(handle, tail_start, position - tail_start))
+            db.execute(
+                "INSERT OR REPLACE INTO sessions(session, path, offset, last_uuid, head, tail) "
+                "VALUES (?,?,?,?,?,?)",
+                (session, str(file), position, last_uuid, head, tail),
+            )
+            stats.sessions_updated += 1
+
+    @staticmethod
+    def _intact(handle: BinaryIO, known: _Session) -> bool:
+        """Whether the bytes indexed so far are still the file's: same start, same bytes
+        before the offset."""
+        head = _read_at(handle, 0, min(_FINGERPRINT_BYTES, known.offset))
+        if _digest(head) != known.head:
+            return False
+        tail_start = max(0, known.offset - _FINGERPRINT_BYTES)
+        tail = _read_at(handle, tail_start, known.offset - tail_start)
+        return _digest(tail) == known.tail
+
+    # --- memories --------------------------------------------------------------------------
+
+    def index_memories(self) -> IndexStats:
+        """Index the memory files new or changed since the last pass (by modification
+        time and size), and drop those that are gone."""
+        stats = IndexStats()
+        listed = _list_memory_files(os.path.abspath(self.memory.root))
+        try:
+            with self._transaction() as db:
+                known = {
+                    str(file): (int(mtime), int(size))
+                    for file, mtime, size in db.execute("SELECT file, mtime_ns, size FROM memories")
+                }
+                present = set()
+                for filename, path in listed:
+                    try:
+                        st = os.stat(path)
+                    except OSError:
+                        continue
+                    present.add(filename)
+                    if known.get(filename) == (st.st_mtime_ns, st.st_size):
+                        continue
+                    self._drop(db, "file", filename)
+                    try:
+                        with open(path, "rb") as handle:
+                            data = handle.read(_MEMORY_MAX_BYTES)
+                    except OSError as exc:
+                        stats.errors.append(f"{path}: cannot read: {exc.strerror or exc}")
+                        db.execute("DELETE FROM memories WHERE file = ?", (filename,))
+                        continue
+                    parsed = parse_memory_file(data.decode("utf-8", errors="replace"))
+                    name = parsed.name or Path(filename).stem
+                    text = "\n".join(p for p in (name, parsed.description or "", parsed.body) if p)
+                    stamp = datetime.fromtimestamp(st.st_mtime, UTC).isoformat()
+                    for passage in split_passages(text):
+                        self._add(db, passage, kind="memory", time=stamp, file=filename)
+                        stats.passages_added += 1
+                    db.execute(
+                        "INSERT OR REPLACE INTO memories(file, mtime_ns, size) VALUES (?,?,?)",
+                        (filename, st.st_mtime_ns, st.st_size),
+                    )
+                    stats.memories_indexed += 1
+                for gone in set(known) - present:
+                    self._drop(db, "file", gone)
+                    db.execute("DELETE FROM memories WHERE file = ?", (gone,))
+                    stats.memories_removed += 1
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot update the search index {self.path}: {exc}") from exc
+        return stats
+
+    # --- searching -------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        kinds: Sequence[HitKind] = ("turn", "memory"),
+        exclude_sessions: Iterable[str] = (),
+    ) -> list[SearchHit]:
+        """The ``limit`` passages that best match ``query`` by BM25, best first.
+
+        Only what was indexed is searched: index first. ``kinds`` keeps turns, memories
+        or both; ``exclude_sessions`` leaves sessions out (the one asking, whose words
+        are in its context already). Raises :class:`~memdir.errors.UsageError` when
+        ``limit`` is below 1.
+        """
+        if limit < 1:
+            raise UsageError(f"limit must be at least 1, got {limit}")
+        expression = fts_query(query)
+        if expression is None or not kinds:
+            return []
+        excluded = list(exclude_sessions)
+        where = [f"s.kind IN ({','.join('?' * len(kinds))})"]
+        params: list[object] = [expression, *kinds]
+        if excluded:
+            where.append(
+                f"(s.session IS NULL OR s.session NOT IN ({','.join('?' * len(excluded))}))"
+            )
+            params += excluded
+        params.append(limit)
+        sql = (
+            "SELECT passages.text, bm25(passages) AS rank, s.kind, s.session, s.uuid, "
+            "s.time, s.role, s.file, sessions.path FROM passages "
+            "JOIN sources AS s ON s.id = passages.rowid "
+            "LEFT JOIN sessions ON sessions.session = s.session "
+            f"WHERE passages MATCH ? AND {' AND '.join(where)} ORDER BY rank LIMIT ?"
+        )
+        try:
+            rows = self._db.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot search {self.path}: {exc}") from exc
+        hits = []
+        for text, rank, kind, session, uuid, time, role, file, path in rows:
+            where_from = (
+                self.memory.root / file if kind == "memory" else Path(path or f"{session}.jsonl")
+            )
+            hits.append(
+                SearchHit(
+                    kind=kind,
+                    text=text,
+                    score=-float(rank),
+                    session_id=session,
+                    uuid=uuid,
+                    timestamp=_parse_time(time),
+                    role=role,
+                    memory_file=file,
+                    path=where_from,
+                )
+            )
+        return hits
+
+
+def _is_json(raw: bytes) -> bool:
+    try:
+        json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return True
