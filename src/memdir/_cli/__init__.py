@@ -14,6 +14,7 @@ from memdir._cli._install import doctor_command, install_group, log_command
 from memdir._cli._manage import dir_command, ls_command, show_command
 from memdir._cli._queue import queue_group, sync_command, worker_command
 from memdir._cli._recall import prompt_command, recall_command
+from memdir._cli._search import search_command
 from memdir._cli._watch import watch_command
 
 
@@ -48,6 +49,7 @@ for command in (
     dream_command,
     prompt_command,
     recall_command,
+    search_command,
     worker_command,
     queue_group,
     sync_command,
