@@ -67,6 +67,12 @@ def prompt_command(memory_dir: Path | None, team: bool, skip_index: bool, as_jso
     help="The most memories to surface; what is shown stops, as in a session, at "
     f"{SESSION_SURFACE_BUDGET // 1024} KiB.",
 )
+@click.option(
+    "--fallback",
+    is_flag=True,
+    help="When no memory is relevant, show the passages of past sessions that match "
+    "(as memdir search finds them).",
+)
 @json_option
 def recall_command(
     query: str,
@@ -74,6 +80,7 @@ def recall_command(
     model_option: str | None,
     base_url: str | None,
     limit: int,
+    fallback: bool,
     as_json: bool,
 ) -> None:
     """Print the memories relevant to QUERY, as they would be surfaced to an agent.
@@ -101,6 +108,7 @@ def recall_command(
                 budget=SurfaceBudget(),
                 single_word=True,
                 strict=True,
+                search_fallback=fallback,
             )
         finally:
             if model is not None:

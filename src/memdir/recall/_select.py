@@ -33,8 +33,10 @@ from typing import Any
 from memdir.errors import ModelError, UsageError, one_line
 from memdir.messages import Message
 from memdir.models import Model, ModelRequest, OfflineModel
+from memdir.recall._fallback import surfaced_passages
 from memdir.recall._prompt import MemoryDirLike, as_memory_dir
 from memdir.store import (
+    MemoryDir,
     MemoryHeader,
     find_links,
     format_manifest,
@@ -177,6 +179,8 @@ async def select_relevant_memories(
     follow_links: bool = True,
     single_word: bool = False,
     strict: bool = False,
+    search_fallback: bool = False,
+    current_session: str | None = None,
 ) -> list[SurfacedMemory]:
     """The memory files most useful for ``query``, at most ``limit``, read and rendered.
 
@@ -213,6 +217,13 @@ async def select_relevant_memories(
     ``now`` (default: the current time) dates the headers: a memory older than a day
     says how many days old it is. Raises :class:`~memdir.errors.UsageError` when
     ``limit`` is below 1.
+
+    With ``search_fallback``, when no memory is chosen the passages of the project's
+    past sessions that best match ``query`` (:func:`memdir.search.search`, by BM25, the
+    index brought up to date first) are surfaced instead, each named
+    ``session:<id>#<uuid>`` and headed with its session and time; ``current_session``'s
+    own turns are left out. Off by default: it reads the transcripts on every query, and
+    what it surfaces is raw conversation that the memory agent did not choose to keep.
     """
     if limit < 1:
         raise UsageError(f"limit must be at least 1, got {limit}")
@@ -228,6 +239,8 @@ async def select_relevant_memories(
     headers = await asyncio.to_thread(scan_memory_files, md.root)
     candidates = [h for h in headers if h.filename not in excluded and str(h.path) not in excluded]
     if not candidates:
+        if search_fallback:
+            return await _fall_back(query, md, limit, excluded, current_session, budget)
         return []
 
     if isinstance(model, OfflineModel):
@@ -245,6 +258,8 @@ async def select_relevant_memories(
         )
     else:
         chosen = await asyncio.to_thread(_rank_bm25, query, candidates, limit)
+    if not chosen and search_fallback:
+        return await _fall_back(query, md, limit, excluded, current_session, budget)
 
     moment = (now or datetime.now(UTC)).timestamp()
     by_link = _link_targets(candidates) if follow_links else {}
@@ -270,6 +285,30 @@ async def select_relevant_memories(
                 if linked is not None and linked.filename not in queued:
                     queue.append(linked)
                     queued.add(linked.filename)
+    return surfaced
+
+
+async def _fall_back(
+    query: str,
+    md: MemoryDir,
+    limit: int,
+    excluded: Collection[str],
+    current_session: str | None,
+    budget: SurfaceBudget | None,
+) -> list[SurfacedMemory]:
+    """Passages of past sessions, surfaced as memories are, when no memory is chosen."""
+    surfaced: list[SurfacedMemory] = []
+    for name, hit, header, text in await surfaced_passages(
+        query, md, limit, excluded, current_session
+    ):
+        if budget is not None and budget.exhausted:
+            break
+        memory = SurfacedMemory(
+            filename=name, path=hit.path, header=header, content=hit.text, text=text
+        )
+        surfaced.append(memory)
+        if budget is not None:
+            budget.record(memory)
     return surfaced
 
 
