@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memdir.errors import StoreError, UsageError
-from memdir.permissions import auto_mem_can_use_tool
+from memdir.permissions import PermissionDecision, auto_mem_can_use_tool
 from memdir.search import SEARCH_DB_NAME, SearchIndex, index_sessions, search
 from memdir.search import _index as index_module
 from memdir.search._passages import fts_query, split_passages
@@ -186,7 +186,11 @@ def test_the_index_is_private_state_the_memory_agent_cannot_read(project: Path) 
     assert db.parent.name == ".memdir"
     assert stat.S_IMODE(db.stat().st_mode) == 0o600
     gate = auto_mem_can_use_tool(memory)
-    decision = asyncio.run(gate("Read", {"file_path": str(db)}))
+
+    async def ask() -> PermissionDecision:
+        return await gate("Read", {"file_path": str(db)})
+
+    decision = asyncio.run(ask())
     assert decision.behavior == "deny"
 
 
