@@ -55,11 +55,13 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import re
 import string
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -71,8 +73,15 @@ from memdir.errors import MemdirError
 from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
 from memdir.messages import Message
 from memdir.models import Model, ModelRequest, Usage, resolve_model
-from memdir.recall import MAX_SURFACED, memory_reminder, select_relevant_memories
-from memdir.store import MemoryDir
+from memdir.recall import (
+    MAX_SURFACED,
+    PASSAGE_PREFIX,
+    SurfacedMemory,
+    memory_reminder,
+    select_relevant_memories,
+)
+from memdir.search import index_sessions, search
+from memdir.store import MemoryDir, parse_memory_file
 from memdir.telemetry import CollectingSink
 
 DEFAULT_DATA = (
@@ -319,6 +328,8 @@ class Question:
     category: int
     evidence_sessions: frozenset[int] | None
     """Sessions the evidence names; None when no evidence id could be read."""
+    evidence_turns: frozenset[str] = frozenset()
+    """The turns the evidence names, as ``D<session>:<turn>`` ids."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -346,6 +357,17 @@ def evidence_sessions(evidence: object, known: set[int]) -> frozenset[int] | Non
                 if int(session) in known:
                     found.add(int(session))
     return frozenset(found) if found else None
+
+
+def evidence_turns(evidence: object, known: set[int]) -> frozenset[str]:
+    """The turns named by evidence ids, normalised to ``D<session>:<turn>``."""
+    found: set[str] = set()
+    if isinstance(evidence, list):
+        for item in evidence:
+            for session, turn in _EVIDENCE_ID.findall(str(item)):
+                if int(session) in known:
+                    found.add(f"D{int(session)}:{int(turn)}")
+    return frozenset(found)
 
 
 def _text(value: object) -> str:
@@ -386,6 +408,7 @@ def parse_conversation(sample: object, position: int) -> Conversation:
                 gold=_text(answer),
                 category=int(category),
                 evidence_sessions=evidence_sessions(item.get("evidence"), known),
+                evidence_turns=evidence_turns(item.get("evidence"), known),
             )
         )
     return Conversation(
@@ -424,6 +447,18 @@ def session_date(text: str | None) -> datetime | None:
         return None
 
 
+def turn_text(conversation: Conversation, turn: Mapping[str, Any]) -> tuple[str, str]:
+    """One turn's role (speaker A: user, B: assistant) and text: a line naming the
+    speaker, what they said, and a shared image's caption."""
+    speaker = _text(turn.get("speaker")) or conversation.speaker_a
+    role = "assistant" if speaker == conversation.speaker_b else "user"
+    lines = [f"{speaker}:", _text(turn.get("text"))]
+    caption = turn.get("blip_caption")
+    if caption:
+        lines.append(f"[{speaker} shares an image: {caption}]")
+    return role, "\n".join(line for line in lines if line)
+
+
 def session_messages(conversation: Conversation, index: int) -> list[Message]:
     """One session as host messages: speaker A as the user, speaker B as the assistant.
 
@@ -442,13 +477,7 @@ def session_messages(conversation: Conversation, index: int) -> list[Message]:
     )
     blocks: list[tuple[str, list[str]]] = []
     for turn in turns:
-        speaker = _text(turn.get("speaker")) or a
-        role = "assistant" if speaker == b else "user"
-        lines = [f"{speaker}:", _text(turn.get("text"))]
-        caption = turn.get("blip_caption")
-        if caption:
-            lines.append(f"[{speaker} shares an image: {caption}]")
-        text = "\n".join(line for line in lines if line)
+        role, text = turn_text(conversation, turn)
         if blocks and blocks[-1][0] == role:
             blocks[-1][1].append(text)
         else:
@@ -469,6 +498,161 @@ def asked(questions: Sequence[Question], replayed: set[int], everything: bool) -
         if (q.evidence_sessions is None and everything)
         or (q.evidence_sessions is not None and q.evidence_sessions <= replayed)
     ]
+
+
+# --- retrieval on the evidence annotations ------------------------------------------------
+
+RETRIEVAL_KS = (1, 3, 5, 10)
+RETRIEVERS = ("bm25_baseline", "search", "recall", "recall_with_fallback")
+_UUID_SPACE = uuid.UUID("6f1d3c2a-5b4e-4f8a-9c7d-2e1b0a9f8e7d")
+# A plain BM25 over raw turns: the usual constants, lowercase words, nothing else.
+_BM25_K1 = 1.2
+_BM25_B = 0.75
+_PLAIN_WORD = re.compile(r"[a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class Found:
+    """One retrieved item: the session it came from and, for a turn, its dialogue id."""
+
+    session: int | None
+    turn: str | None
+
+
+def session_name(number: int) -> str:
+    """The session id (and transcript file name) of LoCoMo session ``number``."""
+    return f"session-{number}"
+
+
+def turn_id(number: int, position: int, turn: Mapping[str, Any]) -> str:
+    """A turn's ``D<session>:<turn>`` id: its own ``dia_id`` when readable."""
+    match = _EVIDENCE_ID.search(_text(turn.get("dia_id")))
+    if match is not None:
+        return f"D{int(match.group(1))}:{int(match.group(2))}"
+    return f"D{number}:{position + 1}"
+
+
+def write_sessions(
+    conversation: Conversation, folder: Path, count: int
+) -> tuple[dict[str, str], list[tuple[int, str, str]]]:
+    """The first ``count`` sessions as Claude Code transcripts in ``folder`` (one line per
+    turn, ``session-N.jsonl``); returns each line's uuid's turn id, and every turn as
+    (session, turn id, text) for the baseline."""
+    by_uuid: dict[str, str] = {}
+    turns: list[tuple[int, str, str]] = []
+    for number, date_text, session_turns in conversation.sessions[:count]:
+        moment = session_date(date_text)
+        stamp = moment.isoformat().replace("+00:00", "Z") if moment else None
+        lines = []
+        parent = None
+        for position, turn in enumerate(session_turns):
+            role, text = turn_text(conversation, turn)
+            dia = turn_id(number, position, turn)
+            line_uuid = str(
+                uuid.uuid5(_UUID_SPACE, f"{conversation.sample_id}/{number}/{position}")
+            )
+            by_uuid[line_uuid] = dia
+            turns.append((number, dia, text))
+            content: Any = text if role == "user" else [{"type": "text", "text": text}]
+            entry = {
+                "type": role,
+                "uuid": line_uuid,
+                "parentUuid": parent,
+                "sessionId": session_name(number),
+                "timestamp": stamp,
+                "message": {"role": role, "content": content},
+            }
+            lines.append(json.dumps(entry, ensure_ascii=False))
+            parent = line_uuid
+        (folder / f"{session_name(number)}.jsonl").write_text(
+            "".join(f"{line}\n" for line in lines), encoding="utf-8"
+        )
+    return by_uuid, turns
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """What the retrieval figures of one conversation need."""
+
+    by_uuid: Mapping[str, str]
+    """Each transcript line's uuid: the turn id it holds."""
+    baseline: TurnBm25
+
+
+class TurnBm25:
+    """The baseline: BM25 over the raw turns, lowercase words, no stemming, no stop list."""
+
+    def __init__(self, turns: Sequence[tuple[int, str, str]]) -> None:
+        self.turns = [Found(session, dia) for session, dia, _ in turns]
+        self.docs = [Counter(_PLAIN_WORD.findall(text.lower())) for _, _, text in turns]
+        self.lengths = [sum(doc.values()) for doc in self.docs]
+        self.average = (sum(self.lengths) / len(self.lengths)) if self.lengths else 1.0
+        self.holders: Counter[str] = Counter()
+        for doc in self.docs:
+            self.holders.update(doc.keys())
+
+    def rank(self, query: str, limit: int) -> list[Found]:
+        terms = set(_PLAIN_WORD.findall(query.lower()))
+        count = len(self.docs)
+        scored = []
+        for index, (doc, length) in enumerate(zip(self.docs, self.lengths, strict=True)):
+            score = 0.0
+            for term in terms:
+                frequency = doc.get(term, 0)
+                if frequency:
+                    holders = self.holders[term]
+                    idf = math.log(1 + (count - holders + 0.5) / (holders + 0.5))
+                    norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * length / self.average)
+                    score += idf * frequency * (_BM25_K1 + 1) / (frequency + norm)
+            if score > 0:
+                scored.append((score, index))
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        return [self.turns[index] for _, index in scored[:limit]]
+
+
+def _session_number(name: str | None) -> int | None:
+    if name is None or not name.startswith("session-"):
+        return None
+    with contextlib.suppress(ValueError):
+        return int(name.removeprefix("session-"))
+    return None
+
+
+def recalled_found(surfaced: Sequence[SurfacedMemory], by_uuid: Mapping[str, str]) -> list[Found]:
+    """What recall surfaced, as sessions (a memory's ``originSessionId``) and, for a
+    passage of a session, its turn."""
+    found = []
+    for item in surfaced:
+        if item.filename.startswith(PASSAGE_PREFIX):
+            session, _, line = item.filename.removeprefix(PASSAGE_PREFIX).partition("#")
+            found.append(Found(_session_number(session), by_uuid.get(line)))
+        else:
+            origin = parse_memory_file(item.content).origin_session_id
+            found.append(Found(_session_number(origin), None))
+    return found
+
+
+def retrieval_table(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """Per method, the share of questions with evidence whose evidence session (and
+    evidence turn) is among its first k items, for each k in :data:`RETRIEVAL_KS`."""
+    judged = [o for o in outcomes if o.evidence_sessions]
+    table: dict[str, Any] = {"questions": len(judged)}
+    for method in RETRIEVERS:
+        sessions: dict[str, float | None] = {}
+        turns: dict[str, float | None] = {}
+        for k in RETRIEVAL_KS:
+            session_hits = []
+            turn_hits = []
+            for outcome in judged:
+                top = outcome.retrieved.get(method, [])[:k]
+                wanted = outcome.evidence_sessions or frozenset()
+                session_hits.append(float(any(f.session in wanted for f in top)))
+                turn_hits.append(float(any(f.turn in outcome.evidence_turns for f in top)))
+            sessions[f"top_{k}"] = _pct(session_hits)
+            # A memory records the session it came from, not the messages: no turn figure.
+            turns[f"top_{k}"] = None if method == "recall" else _pct(turn_hits)
+        table[method] = {"evidence_session_pct": sessions, "evidence_turn_pct": turns}
+    return table
 
 
 # --- one conversation ------------------------------------------------------------------------
@@ -495,6 +679,11 @@ class Outcome:
     correct: bool | None = None
     answer_error: bool = False
     judge_error: bool = False
+    in_recalled_with_fallback: bool = False
+    evidence_sessions: frozenset[int] | None = None
+    evidence_turns: frozenset[str] = frozenset()
+    retrieved: dict[str, list[Found]] = field(default_factory=dict)
+    """Per method (:data:`RETRIEVERS`), what it ranked first, best first."""
 
 
 @dataclass(kw_only=True)
@@ -526,7 +715,9 @@ async def replay(
         sink = CollectingSink()
         extractor = MemoryExtractor(memory, model, ExtractConfig(), sink=sink)
         messages = tuple(session_messages(conversation, index))
-        extractor.on_turn_end(TurnContext(messages=messages, cwd=str(memory.root)))
+        # Named, so each memory records the session it came from (originSessionId).
+        name = session_name(conversation.sessions[index][0])
+        extractor.on_turn_end(TurnContext(messages=messages, cwd=str(memory.root), session_id=name))
         await extractor.drain(timeout=DRAIN_TIMEOUT)
         saved = 0
         for event in sink.events:
@@ -542,9 +733,15 @@ async def replay(
     return tally
 
 
+def conversation_folder(root: Path, conversation: Conversation) -> Path:
+    """Where a conversation's sessions (as transcripts) and memory live under ``root``:
+    laid out as Claude Code lays out a project, the sessions beside ``memory/``."""
+    return root / re.sub(r"[^\w.-]", "_", conversation.sample_id)
+
+
 def memory_folder(root: Path, conversation: Conversation) -> Path:
     """Where a conversation's memory lives under ``root``."""
-    return root / re.sub(r"[^\w.-]", "_", conversation.sample_id)
+    return conversation_folder(root, conversation) / "memory"
 
 
 def memory_text(memory: MemoryDir) -> str:
@@ -578,16 +775,40 @@ async def put_question(
     all_memory: str,
     settings: Settings,
     spent: dict[str, Usage],
+    retrieval: Retrieval,
 ) -> Outcome:
-    """Recall for one question, then (with an LLM) answer it and score the answer."""
-    surfaced = await select_relevant_memories(
-        question.question, memory, settings.selector, limit=MAX_SURFACED
+    """Recall for one question, then (with an LLM) answer it and score the answer.
+
+    Recall runs once, with the search fallback on: what it surfaces from memory is
+    recall alone (the fallback only adds passages when no memory was chosen), and the
+    answer is given from that alone, as before; the passages count only for the
+    retrieval figures.
+    """
+    with_fallback = await select_relevant_memories(
+        question.question, memory, settings.selector, limit=MAX_SURFACED, search_fallback=True
     )
+    surfaced = [m for m in with_fallback if not m.filename.startswith(PASSAGE_PREFIX)]
     recalled = normalize_answer("\n".join(m.content for m in surfaced))
+    everything = normalize_answer("\n".join(m.content for m in with_fallback))
+    searched = await asyncio.to_thread(
+        search, memory, question.question, limit=max(RETRIEVAL_KS), memories=False, update=False
+    )
     outcome = Outcome(
         category=question.category,
         in_memory=gold_found(question.gold, question.category, all_memory),
         in_recalled=gold_found(question.gold, question.category, recalled),
+        in_recalled_with_fallback=gold_found(question.gold, question.category, everything),
+        evidence_sessions=question.evidence_sessions,
+        evidence_turns=question.evidence_turns,
+        retrieved={
+            "bm25_baseline": retrieval.baseline.rank(question.question, max(RETRIEVAL_KS)),
+            "search": [
+                Found(_session_number(h.session_id), retrieval.by_uuid.get(h.uuid or ""))
+                for h in searched
+            ],
+            "recall": recalled_found(surfaced, retrieval.by_uuid),
+            "recall_with_fallback": recalled_found(with_fallback, retrieval.by_uuid),
+        },
     )
     if settings.judge is None:
         return outcome
@@ -640,11 +861,18 @@ async def run_conversation(
     if max_questions is not None:
         questions = questions[:max_questions]
     all_memory = await asyncio.to_thread(memory_text, memory)
+    by_uuid, turns = write_sessions(conversation, memory.root.parent, count)
+    indexed = time.monotonic()
+    await asyncio.to_thread(index_sessions, memory)
+    index_s = time.monotonic() - indexed
+    retrieval = Retrieval(by_uuid=by_uuid, baseline=TurnBm25(turns))
     gate = asyncio.Semaphore(settings.concurrency)
 
     async def one(question: Question) -> Outcome:
         async with gate:
-            return await put_question(question, conversation, memory, all_memory, settings, spent)
+            return await put_question(
+                question, conversation, memory, all_memory, settings, spent, retrieval
+            )
 
     outcomes = list(await asyncio.gather(*(one(q) for q in questions)))
     summary = {
@@ -655,6 +883,7 @@ async def run_conversation(
         "memories_saved": sum(tally.memories_saved),
         "memory_files": memory_files(memory),
         "extraction_errors": tally.errors,
+        "search_index_s": round(index_s, 3),
         "elapsed_s": round(time.monotonic() - started, 2),
     }
     return summary, tally, outcomes, skipped
@@ -784,6 +1013,8 @@ async def run(args: argparse.Namespace, conversations: Sequence[Conversation]) -
         | _usage_dict(extraction),
         "gold_in_memory_pct": by_category(outcomes, "in_memory"),
         "gold_in_recalled_pct": by_category(outcomes, "in_recalled"),
+        "gold_in_recalled_with_fallback_pct": by_category(outcomes, "in_recalled_with_fallback"),
+        "retrieval": retrieval_table(outcomes),
         "f1_pct": None,
         "judge_pct": None,
         "per_conversation": summaries,
@@ -844,7 +1075,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         conversations = conversations[: args.conversations]
     if args.out is not None:
         for conversation in conversations:
-            folder = memory_folder(args.out, conversation)
+            folder = conversation_folder(args.out, conversation)
             if folder.is_dir() and any(folder.iterdir()):
                 print(f"locomo: {folder} is not empty; choose an empty --out", file=sys.stderr)
                 return EXIT_USAGE

@@ -155,7 +155,7 @@ def test_offline_end_to_end(data: Path, tmp_path: Path, capsys) -> None:
     # "Remember that my sister is Matilda": said plainly, so saved, so found.
     assert result["gold_in_memory_pct"]["single-hop"] > 0
     assert result["gold_in_recalled_pct"]["single-hop"] > 0
-    assert "Matilda" in "".join(p.read_text() for p in (out / "syn-1").glob("*.md"))
+    assert "Matilda" in "".join(p.read_text() for p in (out / "syn-1" / "memory").glob("*.md"))
     assert result["f1_pct"] is None
     assert result["judge_pct"] is None
     assert "offline" in result["note"]
@@ -249,7 +249,7 @@ def test_llm_end_to_end_scores_follow_the_script(
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
     out = (tmp_path / "memory").resolve()
-    with FakeAnthropicServer(handler=scripted(out / "syn-1")) as fake:
+    with FakeAnthropicServer(handler=scripted(out / "syn-1" / "memory")) as fake:
         result, _ = run_harness(
             capsys,
             "--data",

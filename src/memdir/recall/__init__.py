@@ -8,13 +8,16 @@
   by a model (the memory list first, as a cached prefix; a JSON-schema answer) or by a
   lexical ranking, read up to a cap and framed as possibly relevant, with their path and
   age; :class:`SurfaceBudget` caps how much one session surfaces and holds the
-  selector's conversation.
+  selector's conversation. With ``search_fallback``, when no memory is chosen, the
+  passages of past sessions that match (:mod:`memdir.search`) are surfaced instead,
+  named ``PASSAGE_PREFIX + "<session>#<uuid>"``.
 - :func:`memory_stamp` / :func:`memory_change_notice`: a stamp of the memory folder taken
   when a conversation loads memory, and the note telling the model, at a later request,
   that memory changed since and its loaded copy of ``MEMORY.md`` is stale.
 """
 
 from memdir.recall._changes import MemoryStamp, memory_change_notice, memory_stamp
+from memdir.recall._fallback import PASSAGE_PREFIX
 from memdir.recall._prompt import (
     MemoryDirLike,
     memory_prompt,
@@ -37,6 +40,7 @@ from memdir.recall._select import (
 __all__ = [
     "DEFAULT_SELECTOR_MODEL",
     "MAX_SURFACED",
+    "PASSAGE_PREFIX",
     "SELECTION_SCHEMA",
     "SELECTOR_MAX_TOKENS",
     "SESSION_SURFACE_BUDGET",
