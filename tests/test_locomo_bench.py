@@ -359,3 +359,41 @@ def test_default_data_lies_next_to_the_repository() -> None:
     root = SCRIPT.resolve().parent.parent
     expected = root / ".." / "shared" / "research-data" / "locomo" / "locomo10.json"
     assert expected == locomo.DEFAULT_DATA
+
+
+def test_retrieval_figures_on_the_evidence(data: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    result, _ = run_harness(capsys, "--data", str(data), "--out", str(out))
+    retrieval = result["retrieval"]
+    # Five questions name sessions that exist ("D" and "D9:1" do not).
+    assert retrieval["questions"] == 5
+    assert set(retrieval) == {"questions", *locomo.RETRIEVERS}
+    for method in locomo.RETRIEVERS:
+        figures = retrieval[method]["evidence_session_pct"]
+        assert list(figures) == ["top_1", "top_3", "top_5", "top_10"]
+        assert figures["top_1"] <= figures["top_3"] <= figures["top_5"] <= figures["top_10"]
+    # The sessions are transcripts beside the memory, as in a Claude Code project.
+    assert sorted(p.name for p in (out / "syn-1").glob("*.jsonl")) == [
+        "session-1.jsonl",
+        "session-3.jsonl",
+    ]
+    assert retrieval["search"]["evidence_turn_pct"]["top_10"] == 100.0
+    assert retrieval["bm25_baseline"]["evidence_turn_pct"]["top_10"] == 100.0
+    assert all(v is None for v in retrieval["recall"]["evidence_turn_pct"].values())
+    assert (
+        result["gold_in_recalled_with_fallback_pct"]["overall"]
+        >= result["gold_in_recalled_pct"]["overall"]
+    )
+
+
+def test_the_baseline_ranks_raw_turns_by_bm25() -> None:
+    turns = [
+        (1, "D1:1", "Ada: my sister is Matilda"),
+        (1, "D1:2", "Bruno: say hello to her"),
+        (2, "D2:1", "Ada: I ran a marathon, a long marathon"),
+    ]
+    ranker = locomo.TurnBm25(turns)
+    assert ranker.rank("who is the sister", 10) == [locomo.Found(1, "D1:1")]
+    assert ranker.rank("marathon sister", 1) == [locomo.Found(2, "D2:1")]
+    assert ranker.rank("nothing shared", 10) == []
+    assert locomo.evidence_turns(["D1:3; D2:04", "D9:1", "D"], {1, 2}) == {"D1:3", "D2:4"}
