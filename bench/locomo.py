@@ -36,6 +36,18 @@ adversarial questions the text matched is the answer the question's false premis
 to. With ``offline`` nothing is answered or judged: those fields are null, with a note.
 Answers and verdicts are asked for at temperature 0.
 
+Retrieval on LoCoMo's evidence annotations needs no LLM either. Each replayed session is
+also written as a Claude Code transcript beside the memory directory (one line per turn),
+as Claude Code lays out a project, and indexed by :mod:`memdir.search`. For every question
+with readable evidence, four methods are scored by whether an evidence session, and an
+evidence turn, is among their first 1, 3, 5 and 10 items: a plain BM25 over the raw turns
+(computed here, lowercase words, no stemming, no stop list), ``search`` (the index, turns
+only), ``recall`` (the memories surfaced, each counted for the session it came from,
+``originSessionId``; a memory names no turn, so recall has no turn figure) and
+``recall_with_fallback`` (the same call with ``search_fallback``: the passages of past
+sessions when no memory is chosen). Recall surfaces at most 5, so its top 10 is its top 5.
+The answer is still given from the memories alone.
+
 With ``--sessions N`` only questions whose evidence lies in the first N sessions are
 asked (a question whose evidence cannot be read is asked only when every session was
 replayed). Scores are percentages; ``overall`` covers every category and
