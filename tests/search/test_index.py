@@ -84,6 +84,7 @@ def test_indexing_a_session_reads_only_what_it_added(project: Path) -> None:
 
         again = index.index_sessions()
         assert (again.lines_read, again.bytes_read, again.passages_added) == (0, 0, 0)
+        assert again.sessions_unchanged == 1  # not even opened
 
         added = b"".join(
             [

@@ -83,7 +83,8 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS sources_file ON sources(file)",
     "CREATE TABLE IF NOT EXISTS sessions("
     "session TEXT PRIMARY KEY, path TEXT NOT NULL, offset INTEGER NOT NULL, "
-    "last_uuid TEXT, head TEXT NOT NULL, tail TEXT NOT NULL)",
+    "last_uuid TEXT, head TEXT NOT NULL, tail TEXT NOT NULL, "
+    "size INTEGER NOT NULL DEFAULT -1, mtime_ns INTEGER NOT NULL DEFAULT -1)",
     "CREATE TABLE IF NOT EXISTS memories("
     "file TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL)",
 )
@@ -131,6 +132,8 @@ class IndexStats:
 
     sessions_seen: int = 0
     """Session files looked at."""
+    sessions_unchanged: int = 0
+    """Sessions passed over unread: same size and modification time as last pass."""
     sessions_updated: int = 0
     """Sessions that had new lines."""
     sessions_reindexed: int = 0
@@ -290,17 +293,23 @@ class SearchIndex:
 
     # --- sessions --------------------------------------------------------------------------
 
-    def _pending(self, path: Path) -> int:
-        """Bytes of ``path`` not yet indexed (an estimate for progress only)."""
+    def _pending(self, path: Path) -> int | None:
+        """Bytes of ``path`` not yet indexed (an estimate for progress), or None when the
+        file has the size and modification time it had at the last pass: then nothing
+        of it is read at all, so a pass over many idle sessions costs a stat each."""
         row = self._db.execute(
-            "SELECT offset FROM sessions WHERE session = ?", (path.stem,)
+            "SELECT offset, size, mtime_ns FROM sessions WHERE session = ?", (path.stem,)
         ).fetchone()
         try:
-            size = path.stat().st_size
+            st = path.stat()
         except OSError:
-            return 0
-        done = int(row[0]) if row is not None else 0
-        return size - done if size >= done else size
+            return 0  # the pass itself says why
+        if row is None:
+            return st.st_size
+        done, size, mtime_ns = (int(value) for value in row)
+        if (size, mtime_ns) == (st.st_size, st.st_mtime_ns):
+            return None
+        return st.st_size - done if st.st_size >= done else st.st_size
 
     def index_sessions(
         self,
@@ -325,12 +334,15 @@ class SearchIndex:
         )
         stats = IndexStats()
         pending = [(file, self._pending(file)) for file in files]
-        total = sum(size for _, size in pending)
+        total = sum(size or 0 for _, size in pending)
         done = 0
         if progress is not None:
             progress(done, total)
         for file, size in pending:
             stats.sessions_seen += 1
+            if size is None:
+                stats.sessions_unchanged += 1
+                continue
             try:
                 self._index_session(file, stats)
             except (OSError, NotRegularError) as exc:
@@ -347,13 +359,16 @@ class SearchIndex:
         session = file.stem
         handle, size = open_regular(file)
         with handle, self._transaction() as db:
+            mtime_ns = os.fstat(handle.fileno()).st_mtime_ns
             row = db.execute(
                 "SELECT offset, last_uuid, head, tail FROM sessions WHERE session = ?", (session,)
             ).fetchone()
             known = _Session(*row) if row is not None else None
             start = 0
+            unchanged = "UPDATE sessions SET size = ?, mtime_ns = ? WHERE session = ?"
             if known is not None:
                 if size == known.offset and self._intact(handle, known):
+                    db.execute(unchanged, (size, mtime_ns, session))
                     return
                 if size > known.offset and self._intact(handle, known):
                     start = known.offset
@@ -395,14 +410,17 @@ class SearchIndex:
             if position == start:
                 if start == 0:  # nothing whole yet, or a file cut to nothing
                     db.execute("DELETE FROM sessions WHERE session = ?", (session,))
+                else:  # only part of a line was added: read again when it changes
+                    db.execute(unchanged, (size, mtime_ns, session))
                 return
             head = _digest(_read_at(handle, 0, min(_FINGERPRINT_BYTES, position)))
             tail_start = max(0, position - _FINGERPRINT_BYTES)
             tail = _digest(_read_at(handle, tail_start, position - tail_start))
             db.execute(
-                "INSERT OR REPLACE INTO sessions(session, path, offset, last_uuid, head, tail) "
-                "VALUES (?,?,?,?,?,?)",
-                (session, str(file), position, last_uuid, head, tail),
+                "INSERT OR REPLACE INTO sessions"
+                "(session, path, offset, last_uuid, head, tail, size, mtime_ns) "
+                "VALUES (?,?,?,?,?,?,?,?)",
+                (session, str(file), position, last_uuid, head, tail, size, mtime_ns),
             )
             stats.sessions_updated += 1
 
