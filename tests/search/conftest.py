@@ -13,3 +13,7 @@ def project(tmp_path: Path) -> Path:
     folder = tmp_path / "projects" / "-work-app"
     (folder / "memory").mkdir(parents=True)
     return folder
+
+
+# The real Claude Code CLI, for the test that searches the transcript it writes.
+from tests.claude_code.conftest import claude_binary, claude_cli  # noqa: E402, F401
