@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -209,3 +210,32 @@ def test_an_unreadable_session_is_reported_and_skipped(project: Path) -> None:
     assert len(stats.errors) == 1
     assert "pipe.jsonl" in stats.errors[0]
     assert [h.uuid for h in search(project / "memory", "beavers")] == ["u"]
+
+
+def test_two_indexers_at_once_add_each_line_once(project: Path) -> None:
+    lines = [entry(f"u{i}", "user", f"shared line {i} about lemurs") for i in range(200)]
+    write_session(project, "s", lines)
+    start = threading.Barrier(2)
+    results: list[int] = []
+
+    def index() -> None:
+        with SearchIndex(project / "memory") as mine:
+            start.wait()
+            results.append(mine.index_sessions().lines_read)
+
+    workers = [threading.Thread(target=index) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert sorted(results) == [0, 200]  # one read it all, the other found it done
+    assert len(search(project / "memory", "lemurs", limit=1000)) == 200
+
+
+def test_progress_counts_the_bytes_to_read(project: Path) -> None:
+    a = write_session(project, "a", [entry("u", "user", "one")])
+    b = write_session(project, "b", [entry("v", "user", "two")])
+    total = a.stat().st_size + b.stat().st_size
+    seen: list[tuple[int, int]] = []
+    index_sessions(project / "memory", progress=lambda done, all_: seen.append((done, all_)))
+    assert seen == [(0, total), (a.stat().st_size, total), (total, total)]
