@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import stat
 import threading
 from datetime import UTC, datetime
@@ -239,3 +240,18 @@ def test_progress_counts_the_bytes_to_read(project: Path) -> None:
     seen: list[tuple[int, int]] = []
     index_sessions(project / "memory", progress=lambda done, all_: seen.append((done, all_)))
     assert seen == [(0, total), (a.stat().st_size, total), (total, total)]
+
+
+def test_an_index_of_another_version_is_rebuilt(project: Path) -> None:
+    write_session(project, "s", [entry("u", "user", "ocelots nap")])
+    index_sessions(project / "memory")
+    db = sqlite3.connect(project / "memory" / SEARCH_DB_NAME)
+    try:
+        with db:
+            db.execute("UPDATE meta SET value = 'old' WHERE key = 'schema'")
+    finally:
+        db.close()
+    with SearchIndex(project / "memory") as index:
+        assert index.search("ocelots") == []  # emptied, not misread
+        assert index.index_sessions().lines_read == 1
+        assert [h.uuid for h in index.search("ocelots")] == ["u"]

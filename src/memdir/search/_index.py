@@ -8,7 +8,8 @@ agent may have chosen not to save) never reaches it through the index. The file 
 Transcripts only grow while a session lasts, so each session's entry remembers how far
 it was read (a byte offset, always at the end of a whole line) and the uuid of the last
 line read, with fingerprints of the file's first bytes and of the bytes just before the
-offset. The next pass seeks there and reads only what was added. A file that is shorter
+offset. The next pass seeks there and reads only what was added (and a session whose
+size and modification time are those of the last pass is not opened). A file shorter
 than the offset, or whose fingerprints no longer match (Claude Code rewrote it, a sync
 replaced it), is indexed again from the start, its old passages dropped first.
 
@@ -21,6 +22,7 @@ the whole index.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -90,6 +92,7 @@ _SCHEMA = (
 )
 
 
+@functools.cache
 def fts5_available() -> bool:
     """Whether this Python's ``sqlite3`` was built with FTS5 (search needs it)."""
     connection = sqlite3.connect(":memory:")
@@ -238,13 +241,28 @@ class SearchIndex:
                 os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE_MODE))
                 os.chmod(self.path, PRIVATE_FILE_MODE)
             self._db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT, isolation_level=None)
+            self._drop_other_schema()
             for statement in _SCHEMA:
                 self._db.execute(statement)
             self._db.execute(
-                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?)", (_SCHEMA_VERSION,)
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema', ?)", (_SCHEMA_VERSION,)
             )
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the search index {self.path}: {exc}") from exc
+
+    def _drop_other_schema(self) -> None:
+        """Empty an index built by another version of this module: the index only mirrors
+        the transcripts and memories, so it is rebuilt rather than migrated."""
+        try:
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        except sqlite3.OperationalError:
+            return  # a new file: no tables yet
+        if row is not None and row[0] == _SCHEMA_VERSION:
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        for table in ("passages", "sources", "sessions", "memories", "meta"):
+            self._db.execute(f"DROP TABLE IF EXISTS {table}")
+        self._db.execute("COMMIT")
 
     def close(self) -> None:
         """Close the database."""
