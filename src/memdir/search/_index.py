@@ -22,20 +22,29 @@ the whole index.
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
-import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO, Literal, TypeAlias, cast
+from typing import BinaryIO, TypeAlias, cast
 
 from memdir._private import PRIVATE_FILE_MODE, make_private_dirs
 from memdir.errors import StoreError, UsageError
 from memdir.search._passages import entry_passages, fts_query, split_passages
+from memdir.search._sources import (
+    CappedReader,
+    HitKind,
+    IndexStats,
+    SearchHit,
+    SessionMark,
+    digest,
+    fts5_available,
+    is_json,
+    parse_time,
+    read_at,
+    session_files,
+)
 from memdir.store import MemoryDir, parse_memory_file
 from memdir.store._atomic import STATE_DIR_NAME
 from memdir.store._scan import _list_memory_files
@@ -60,7 +69,6 @@ __all__ = [
 SEARCH_DB_NAME = f"{STATE_DIR_NAME}/search.sqlite3"
 """The index, relative to the memory directory."""
 
-HitKind: TypeAlias = Literal["turn", "memory"]
 MemoryDirLike: TypeAlias = MemoryDir | str | os.PathLike[str]
 Progress: TypeAlias = Callable[[int, int], object]
 
@@ -90,130 +98,6 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS memories("
     "file TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL)",
 )
-
-
-@functools.cache
-def fts5_available() -> bool:
-    """Whether this Python's ``sqlite3`` was built with FTS5 (search needs it)."""
-    connection = sqlite3.connect(":memory:")
-    try:
-        connection.execute("CREATE VIRTUAL TABLE probe USING fts5(text)")
-    except sqlite3.OperationalError:
-        return False
-    finally:
-        connection.close()
-    return True
-
-
-@dataclass(frozen=True, kw_only=True)
-class SearchHit:
-    """One passage that matched a query, with where it was said or saved."""
-
-    kind: HitKind
-    """``turn``: said in a session; ``memory``: saved in a memory file."""
-    text: str
-    """The passage: a turn's text, or a few paragraphs of it (or of the memory)."""
-    score: float
-    """How well it matched (FTS5's BM25, sign turned so higher is better)."""
-    session_id: str | None
-    """The session it was said in (the transcript's file name without ``.jsonl``)."""
-    uuid: str | None
-    """The message's uuid in that session."""
-    timestamp: datetime | None
-    """When the message was written, or the memory file last saved."""
-    role: str | None
-    """``user`` or ``assistant`` for a turn; None for a memory."""
-    memory_file: str | None
-    """For a memory, its path relative to the memory directory (``team/x.md``)."""
-    path: Path
-    """The transcript or the memory file."""
-
-
-@dataclass(kw_only=True)
-class IndexStats:
-    """What one indexing pass did: what it read and what it added."""
-
-    sessions_seen: int = 0
-    """Session files looked at."""
-    sessions_unchanged: int = 0
-    """Sessions passed over unread: same size and modification time as last pass."""
-    sessions_updated: int = 0
-    """Sessions that had new lines."""
-    sessions_reindexed: int = 0
-    """Sessions read again from the start: the file was rewritten or cut."""
-    lines_read: int = 0
-    """Transcript lines read (new ones only, unless the session was re-indexed)."""
-    bytes_read: int = 0
-    """Transcript bytes read, fingerprints aside."""
-    passages_added: int = 0
-    """Passages written to the index (turns and memories)."""
-    memories_indexed: int = 0
-    """Memory files new or changed since the last pass, indexed."""
-    memories_removed: int = 0
-    """Memory files gone since the last pass, dropped from the index."""
-    errors: list[str] = field(default_factory=list)
-    """One line for each file that could not be read (it is tried again next pass)."""
-
-
-def session_files(folder: str | os.PathLike[str]) -> list[Path]:
-    """The ``<session>.jsonl`` files directly in ``folder`` (Claude Code's layout for a
-    project's sessions), subagent files aside; [] when the folder cannot be listed."""
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return []
-    found = []
-    for entry in entries:
-        if not entry.name.endswith(".jsonl") or entry.name.startswith("agent-"):
-            continue
-        with contextlib.suppress(OSError):
-            if entry.is_file():
-                found.append(Path(entry.path))
-    return sorted(found)
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _read_at(handle: BinaryIO, start: int, size: int) -> bytes:
-    handle.seek(start)
-    return handle.read(size)
-
-
-def _parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-class _Capped:
-    """A binary stream that reads no further than ``limit`` bytes from where it starts,
-    so a line being written while the pass reads is left for the next pass."""
-
-    def __init__(self, handle: BinaryIO, limit: int) -> None:
-        self._handle = handle
-        self._left = limit
-
-    def read(self, size: int = -1) -> bytes:
-        if self._left <= 0:
-            return b""
-        wanted = self._left if size < 0 else min(size, self._left)
-        data = self._handle.read(wanted)
-        self._left -= len(data)
-        return data
-
-
-@dataclass
-class _Session:
-    offset: int
-    last_uuid: str | None
-    head: str
-    tail: str
 
 
 class SearchIndex:
@@ -381,7 +265,7 @@ class SearchIndex:
             row = db.execute(
                 "SELECT offset, last_uuid, head, tail FROM sessions WHERE session = ?", (session,)
             ).fetchone()
-            known = _Session(*row) if row is not None else None
+            known = SessionMark(*row) if row is not None else None
             start = 0
             unchanged = "UPDATE sessions SET size = ?, mtime_ns = ? WHERE session = ?"
             if known is not None:
@@ -397,11 +281,11 @@ class SearchIndex:
             handle.seek(start)
             position, last_uuid = start, known.last_uuid if known is not None else None
             for _, raw in read_lines(
-                cast(BinaryIO, _Capped(handle, size - start)), max_line=LINE_MAX_BYTES
+                cast(BinaryIO, CappedReader(handle, size - start)), max_line=LINE_MAX_BYTES
             ):
                 length = raw.size if isinstance(raw, Overlong) else len(raw)
                 complete = position + length < size  # a newline follows it
-                if not complete and (isinstance(raw, Overlong) or not _is_json(raw)):
+                if not complete and (isinstance(raw, Overlong) or not is_json(raw)):
                     # An unterminated last line that is not whole JSON is still being
                     # written: leave it for the next pass.
                     break
@@ -431,9 +315,9 @@ class SearchIndex:
                 else:  # only part of a line was added: read again when it changes
                     db.execute(unchanged, (size, mtime_ns, session))
                 return
-            head = _digest(_read_at(handle, 0, min(_FINGERPRINT_BYTES, position)))
+            head = digest(read_at(handle, 0, min(_FINGERPRINT_BYTES, position)))
             tail_start = max(0, position - _FINGERPRINT_BYTES)
-            tail = _digest(_read_at(handle, tail_start, position - tail_start))
+            tail = digest(read_at(handle, tail_start, position - tail_start))
             db.execute(
                 "INSERT OR REPLACE INTO sessions"
                 "(session, path, offset, last_uuid, head, tail, size, mtime_ns) "
@@ -443,15 +327,15 @@ class SearchIndex:
             stats.sessions_updated += 1
 
     @staticmethod
-    def _intact(handle: BinaryIO, known: _Session) -> bool:
+    def _intact(handle: BinaryIO, known: SessionMark) -> bool:
         """Whether the bytes indexed so far are still the file's: same start, same bytes
         before the offset."""
-        head = _read_at(handle, 0, min(_FINGERPRINT_BYTES, known.offset))
-        if _digest(head) != known.head:
+        head = read_at(handle, 0, min(_FINGERPRINT_BYTES, known.offset))
+        if digest(head) != known.head:
             return False
         tail_start = max(0, known.offset - _FINGERPRINT_BYTES)
-        tail = _read_at(handle, tail_start, known.offset - tail_start)
-        return _digest(tail) == known.tail
+        tail = read_at(handle, tail_start, known.offset - tail_start)
+        return digest(tail) == known.tail
 
     # --- memories --------------------------------------------------------------------------
 
@@ -557,18 +441,10 @@ class SearchIndex:
                     score=-float(rank),
                     session_id=session,
                     uuid=uuid,
-                    timestamp=_parse_time(time),
+                    timestamp=parse_time(time),
                     role=role,
                     memory_file=file,
                     path=where_from,
                 )
             )
         return hits
-
-
-def _is_json(raw: bytes) -> bool:
-    try:
-        json.loads(raw)
-    except (ValueError, RecursionError):
-        return False
-    return True
