@@ -233,5 +233,6 @@ def main() -> None:
                 f" {run['estimate_note']}"
             )
 
+
 if __name__ == "__main__":
     main()

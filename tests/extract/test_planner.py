@@ -95,6 +95,22 @@ def test_later_requests_read_the_one_before() -> None:
     assert two.cost == pytest.approx(one.cost + 10_000 * 0.1 + 400 * 1.25)
 
 
+def test_how_often_runs_save_is_the_share_of_recent_runs_that_did() -> None:
+    """A run's expected cost weighs a save by how often runs save. Runs that save one time
+    in four are expected to save about one time in four at every run, not a third of the
+    time just after a save and a sixth just before the next (a moving mean that jumps by
+    a fifth at each save): the expectation is the one the bills bear out."""
+    stats = RunStats()
+    shares = []
+    for run in range(24):
+        stats.record(1, 150 if run % 4 == 0 else 5, 0.0, saved=run % 4 == 0)
+        shares.append(stats.save_share)
+    assert all(abs(share - 0.25) < 0.06 for share in shares[12:])
+    # The starting guess counts as two runs among the last twenty.
+    assert shares[-1] == pytest.approx((0.3 * 2 + 5) / 22)
+    assert RunStats(save_share=0.0).save_share == 0.0
+
+
 def test_the_plan_takes_the_cheaper_and_reports_both() -> None:
     stats = RunStats()
     plan = plan_run("auto", shape(60_000, 59_000), shape(8_000, 4_000), stats)
@@ -110,10 +126,8 @@ def test_the_plan_takes_the_cheaper_and_reports_both() -> None:
     assert plan_run("auto", None, shape(8_000, 0), stats).fork is None
 
 
-def test_a_cold_standalone_run_is_taken_only_when_later_runs_pay_it_back() -> None:
-    """memdir's first standalone run writes its cache (5,000 here, against 4,150 for the
-    fork); each standalone run after it saves 350 on the fork while the cache lives."""
-    steady_cost = CostEstimate(
+def standalone_cost(cost: float) -> CostEstimate:
+    return CostEstimate(
         mode="standalone",
         model="anthropic:claude-sonnet-4-5",
         requests=1.0,
@@ -121,12 +135,17 @@ def test_a_cold_standalone_run_is_taken_only_when_later_runs_pay_it_back() -> No
         cache_read_tokens=0.0,
         cache_write_tokens=0.0,
         output_tokens=0.0,
-        cost=3_800.0,
+        cost=cost,
     )
+
+
+def test_a_cold_standalone_run_is_taken_only_when_later_runs_pay_it_back() -> None:
+    """memdir's first standalone run writes its cache (5,000 here, against 4,150 for the
+    fork); each standalone run after it costs 3,800 while the cache lives."""
     fork, alone = shape(30_000, 29_000), shape(4_000, 0)
-    # Runs follow each other within the cache's life: four of them pay back the 850.
+    # Runs follow each other within the cache's life.
     warm = RunStats(requests=1.0, output_tokens=0.0, save_share=0.0, warm_share=1.0)
-    plan = plan_run("auto", fork, alone, warm, steady_cost)
+    plan = plan_run("auto", fork, alone, warm, standalone_cost(3_800.0))
     assert plan.mode == "standalone"
     assert plan.reason == "standalone pays back its cold cache in later runs"
     # It is priced as this run will be billed, cold, not as the runs it makes cheaper.
@@ -135,7 +154,29 @@ def test_a_cold_standalone_run_is_taken_only_when_later_runs_pay_it_back() -> No
     assert plan.fork.cost == pytest.approx(4_150.0)
     # Runs far apart: the cache it writes would lapse unread, and the fork stays.
     cold = RunStats(requests=1.0, output_tokens=0.0, save_share=0.0, warm_share=0.0)
-    assert plan_run("auto", fork, alone, cold, steady_cost).mode == "fork"
+    assert plan_run("auto", fork, alone, cold, standalone_cost(3_800.0)).mode == "fork"
+    # A warm standalone run dearer than the fork pays nothing back, however soon it comes.
+    assert plan_run("auto", fork, alone, warm, standalone_cost(4_200.0)).mode == "fork"
+
+
+def test_a_run_that_finds_memdirs_cache_gone_forks_rather_than_paying_it_again() -> None:
+    """The cold write (850 over the fork here) makes each run that finds memdir's cache
+    1,150 cheaper than the fork. With half the runs in time, the next run reads it half
+    the time, the one after that a quarter, and so on: 1,150 expected, more than the 850.
+    A run that comes too late pays no cold write of its own: it chooses again, and may
+    fork. (Counting such runs as paying the cold write again, the fork was kept for good.)
+    Savings are counted over at most four runs: a write that takes more to pay back waits."""
+    fork, alone = shape(30_000, 29_000), shape(4_000, 0)
+    stats = RunStats(requests=1.0, output_tokens=0.0, save_share=0.0, warm_share=0.5)
+    plan = plan_run("auto", fork, alone, stats, standalone_cost(3_000.0))
+    assert plan.mode == "standalone"
+    assert plan.fork is not None
+    assert plan.standalone.cost - plan.fork.cost == pytest.approx(850.0)
+    # One run in three in time: 575 expected.
+    assert plan_run("auto", fork, alone, stats, standalone_cost(3_000.0), 1 / 3).mode == "fork"
+    # Every run in time but each only 100 cheaper: four runs' 400 do not cover the 850.
+    close = RunStats(requests=1.0, output_tokens=0.0, save_share=0.0, warm_share=1.0)
+    assert plan_run("auto", fork, alone, close, standalone_cost(4_050.0)).mode == "fork"
 
 
 def test_a_host_request_past_the_context_window_is_never_forked() -> None:
