@@ -31,7 +31,7 @@ cache's five minutes), ``cold`` (six minutes between turns), on Claude Sonnet; t
 ``mixed`` and ``cold`` on gpt-4.1 (which takes ``prompt_cache_retention: "24h"``) and gpt-4o
 (which does not). Output only.
 
-    python bench/planner_fidelity.py [--turns 12] [--system 3000] [--save-every 4]
+    python bench/planner_fidelity.py [--turns 12] [--system 3000] [--save-every 4] [--seed 24]
 """
 
 from __future__ import annotations
@@ -64,12 +64,16 @@ def user_text(turn: int) -> str:
     return f"Turn {turn}: the ingest job for tenant {turn * 7} misses its window; why? " * 3
 
 
-def pauses(schedule: str, turns: int) -> list[float]:
+SEED = 24
+"""The ``mixed`` schedule's draw (``--seed``)."""
+
+
+def pauses(schedule: str, turns: int, seed: int = SEED) -> list[float]:
     if schedule == "warm":
         return [30.0] * turns
     if schedule == "cold":
         return [360.0] * turns
-    rng = random.Random(24)
+    rng = random.Random(seed)
     return [rng.choice([20.0, 45.0, 90.0, 400.0]) for _ in range(turns)]
 
 
@@ -81,6 +85,7 @@ def session(
     save_every: int,
     name: str = MODEL,
     flips: Mapping[int, str] | None = None,
+    seed: int = SEED,
 ) -> list[dict[str, Any]]:
     """The ``extract.run`` fields of one session; ``flips`` sends the runs it names (by
     their number) the way it gives, whatever the planner would choose."""
@@ -129,7 +134,7 @@ def session(
 
         async def main() -> None:
             messages: list[Message] = []
-            for turn, pause in enumerate(pauses(schedule, turns)):
+            for turn, pause in enumerate(pauses(schedule, turns, seed)):
                 clock.advance(pause)
                 messages.append(Message.user(user_text(turn)))
                 answer = await model.request(
@@ -165,7 +170,14 @@ def regrets(
     for n, run in enumerate(auto):
         other = "fork" if run["mode"] == "standalone" else "standalone"
         replay = session(
-            "auto", schedule, args.turns, args.system, args.save_every, name, flips={n: other}
+            "auto",
+            schedule,
+            args.turns,
+            args.system,
+            args.save_every,
+            name,
+            flips={n: other},
+            seed=args.seed,
         )
         # The same session up to the flipped run, or it would not be the same state.
         assert [r["billed_cost"] for r in replay[:n]] == [r["billed_cost"] for r in auto[:n]]
@@ -199,6 +211,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=12)
     parser.add_argument("--system", type=int, default=3000, help="host system prompt tokens")
     parser.add_argument("--save-every", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=SEED, help="the mixed schedule's draw")
     args = parser.parse_args()
     print(
         f"host system ~{args.system} tokens, {args.turns} turns, "
@@ -214,7 +227,7 @@ def main() -> None:
     per_run: dict[str, tuple[list[dict[str, Any]], list[float]]] = {}
     for name, schedule in cases:
         auto, fork, alone = (
-            session(mode, schedule, args.turns, args.system, args.save_every, name)
+            session(mode, schedule, args.turns, args.system, args.save_every, name, seed=args.seed)
             for mode in ("auto", "fork", "standalone")
         )
         regret = regrets(auto, schedule, args, name)
