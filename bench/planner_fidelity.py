@@ -48,6 +48,8 @@ from unittest import mock
 
 from _scripted import feedback_saves, is_memory_request, parse_memory_request, save_calls
 from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext, _run
+from memdir.extract._planner import Mode, RunPlan
+from memdir.extract._planner import plan_run as planner
 from memdir.fork import CacheSafeParams
 from memdir.messages import Message
 from memdir.models import AnthropicModel, Model, ModelRequest, OpenAIModel, RetryPolicy
@@ -84,16 +86,15 @@ def session(
     system_tokens: int,
     save_every: int,
     name: str = MODEL,
-    flips: Mapping[int, str] | None = None,
+    flips: Mapping[int, Mode] | None = None,
     seed: int = SEED,
 ) -> list[dict[str, Any]]:
     """The ``extract.run`` fields of one session; ``flips`` sends the runs it names (by
     their number) the way it gives, whatever the planner would choose."""
     clock = FakeClock()
-    planner = _run.plan_run
     planned = 0
 
-    def plan_run(setting: Any, *args: Any, **kwargs: Any) -> Any:
+    def plan_run(setting: Mode, *args: Any, **kwargs: Any) -> RunPlan:
         nonlocal planned
         planned += 1
         return planner((flips or {}).get(planned - 1, setting), *args, **kwargs)
@@ -168,7 +169,7 @@ def regrets(
     total = sum(r["billed_cost"] for r in auto)
     out = []
     for n, run in enumerate(auto):
-        other = "fork" if run["mode"] == "standalone" else "standalone"
+        other: Mode = "fork" if run["mode"] == "standalone" else "standalone"
         replay = session(
             "auto",
             schedule,
