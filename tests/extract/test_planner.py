@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -311,11 +311,18 @@ def test_a_host_whose_tools_cannot_write_is_not_forked(tmp_path: Path) -> None:
 
 
 def served_runs(
-    tmp_path: Path, *, system: str, tools: list[dict[str, object]], turns: int, mode: str = "auto"
+    tmp_path: Path,
+    *,
+    system: str,
+    tools: list[dict[str, object]],
+    turns: int,
+    mode: str = "auto",
+    pauses: Sequence[float] = (),
 ) -> tuple[list[dict[str, Any]], list[Mapping[str, Any]]]:
-    """``turns`` host turns 20 s apart, each a request of the host's through the fake server
-    and then a run of the extractor: the ``extract.run`` fields, and the usage the server
-    reported for each of the extractor's requests."""
+    """``turns`` host turns 20 s apart (or ``pauses`` apart, in turn), each a request of
+    the host's through the fake server and then a run of the extractor: the
+    ``extract.run`` fields, and the usage the server reported for each of the extractor's
+    requests."""
     clock = FakeClock()
     answer = "Batch by partition and flush every second. " * 30
     with FakeAnthropicServer(handler=lambda body: "Nothing to save.", clock=clock) as server:
@@ -333,7 +340,7 @@ def served_runs(
         async def main() -> None:
             messages: list[Message] = []
             for turn in range(turns):
-                clock.advance(20.0)
+                clock.advance(pauses[turn % len(pauses)] if pauses else 20.0)
                 messages.append(Message.user(f"Question {turn}: how should the job batch? " * 4))
                 await model.request(
                     ModelRequest(system=system, tools=tools, messages=tuple(messages))
@@ -399,3 +406,27 @@ def test_a_host_request_below_the_cache_minimum_is_priced_without_a_read(
     # ~2,950 estimated, ~2,950 billed.
     for run in runs:
         assert run["estimated_cost_if_nothing_saved"] == pytest.approx(run["billed_cost"], rel=0.05)
+
+
+def test_pauses_that_outlive_the_cache_every_other_run_do_not_keep_the_fork(
+    tmp_path: Path,
+) -> None:
+    """Every other pause is longer than the cache's five minutes. A run that finds
+    memdir's cache gone was once weighed as though every such run paid the cold write
+    again, and the planner forked from the third run on: dearer than either way forced.
+    A run that comes too late chooses again; the one-hour lifetime keeps the cache over
+    the long pauses, and the planner's session costs what the cheaper forced one does."""
+    system = "You are a coding agent. " * 200
+
+    def session(mode: str) -> list[dict[str, Any]]:
+        folder = tmp_path / mode
+        folder.mkdir()
+        runs, _ = served_runs(
+            folder, system=system, tools=WRITE_TOOLS, turns=8, mode=mode, pauses=(400.0, 20.0)
+        )
+        return runs
+
+    auto, fork, alone = session("auto"), session("fork"), session("standalone")
+    assert [run["mode"] for run in auto] == ["standalone"] * 8
+    bills = [sum(run["billed_cost"] for run in runs) for runs in (auto, fork, alone)]
+    assert bills[0] <= min(bills[1:]) * 1.01
