@@ -14,20 +14,24 @@ same with the estimate for the outcome the run had (``estimated_cost_if_saved`` 
 and a save's output moves a run's bill by a third or more, so the first figure is bounded
 by how often runs save and the second shows how well the rest is priced.
 
-Each schedule runs three times with the same host and replies: ``auto`` (the planner
-choosing), ``fork`` and ``standalone`` forced. "Hindsight" adds up, run by run, the cheaper
-of the two forced runs' bills: what a planner that knew each bill in advance would have
-paid (approximately: the forced runs' memory states and caches drift apart from auto's;
-it pairs runs that no one schedule can: a forced standalone run cheap because the forced
-session's run before it warmed its cache, with the fork where that run was dearer).
-"best mode" is the cheaper of the two forced sessions, a bound a planner can reach.
+Each schedule runs with the planner choosing (``auto``) and with each mode forced; "best
+mode" is the cheaper forced session. "Hindsight" asks of each run of the ``auto`` session
+whether the other way would have been cheaper: the session is replayed with that one run
+going the other way (the same state before it: memory, memdir's cache, the host's) and
+the planner choosing again after it, and the run's regret is what the replay saves over
+the whole session, if anything: a standalone run that costs more than the fork now but
+warms memdir's cache for the runs after it is no mistake if those runs pay it back.
+Hindsight is the ``auto`` bill less every run's regret. (Adding up the cheaper of the two
+forced sessions' bills run by run, as this script once did, pairs runs no session can
+have: a forced standalone run cheap because the run before it warmed its cache, with the
+fork where that run was dearer.)
 
 Schedules: ``warm`` (30 s between turns), ``mixed`` (seeded, one pause in four over the
 cache's five minutes), ``cold`` (six minutes between turns), on Claude Sonnet; then
 ``mixed`` and ``cold`` on gpt-4.1 (which takes ``prompt_cache_retention: "24h"``) and gpt-4o
 (which does not). Output only.
 
-    python bench/planner_fidelity.py [--turns 12] [--system 3000] [--save-every 4]
+    python bench/planner_fidelity.py [--turns 12] [--system 3000] [--save-every 4] [--seed 24]
 """
 
 from __future__ import annotations
@@ -37,11 +41,15 @@ import asyncio
 import random
 import statistics
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from _scripted import feedback_saves, is_memory_request, parse_memory_request, save_calls
-from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
+from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext, _run
+from memdir.extract._planner import Mode, RunPlan
+from memdir.extract._planner import plan_run as planner
 from memdir.fork import CacheSafeParams
 from memdir.messages import Message
 from memdir.models import AnthropicModel, Model, ModelRequest, OpenAIModel, RetryPolicy
@@ -58,20 +66,39 @@ def user_text(turn: int) -> str:
     return f"Turn {turn}: the ingest job for tenant {turn * 7} misses its window; why? " * 3
 
 
-def pauses(schedule: str, turns: int) -> list[float]:
+SEED = 24
+"""The ``mixed`` schedule's draw (``--seed``)."""
+
+
+def pauses(schedule: str, turns: int, seed: int = SEED) -> list[float]:
     if schedule == "warm":
         return [30.0] * turns
     if schedule == "cold":
         return [360.0] * turns
-    rng = random.Random(24)
+    rng = random.Random(seed)
     return [rng.choice([20.0, 45.0, 90.0, 400.0]) for _ in range(turns)]
 
 
 def session(
-    mode: str, schedule: str, turns: int, system_tokens: int, save_every: int, name: str = MODEL
+    mode: str,
+    schedule: str,
+    turns: int,
+    system_tokens: int,
+    save_every: int,
+    name: str = MODEL,
+    flips: Mapping[int, Mode] | None = None,
+    seed: int = SEED,
 ) -> list[dict[str, Any]]:
-    """The ``extract.run`` fields of one session."""
+    """The ``extract.run`` fields of one session; ``flips`` sends the runs it names (by
+    their number) the way it gives, whatever the planner would choose."""
     clock = FakeClock()
+    planned = 0
+
+    def plan_run(setting: Mode, *args: Any, **kwargs: Any) -> RunPlan:
+        nonlocal planned
+        planned += 1
+        return planner((flips or {}).get(planned - 1, setting), *args, **kwargs)
+
     system = "You are a careful coding agent in the user's repository. " * (system_tokens * 4 // 57)
 
     def reply(body: dict[str, Any]) -> Message | str:
@@ -91,6 +118,7 @@ def session(
     openai = name.startswith("gpt-")
     fake = FakeOpenAIServer if openai else FakeAnthropicServer
     with (
+        mock.patch.object(_run, "plan_run", plan_run),
         tempfile.TemporaryDirectory() as tmp,
         fake(handler=reply, clock=clock) as server,
     ):
@@ -107,7 +135,7 @@ def session(
 
         async def main() -> None:
             messages: list[Message] = []
-            for turn, pause in enumerate(pauses(schedule, turns)):
+            for turn, pause in enumerate(pauses(schedule, turns, seed)):
                 clock.advance(pause)
                 messages.append(Message.user(user_text(turn)))
                 answer = await model.request(
@@ -133,18 +161,45 @@ def as_run(run: dict[str, Any]) -> float:
     return float(value if value is not None else run["estimated_cost"])
 
 
-def row(label: str, auto: list[dict[str, Any]], fork: list[Any], alone: list[Any]) -> str:
+def regrets(
+    auto: list[dict[str, Any]], schedule: str, args: argparse.Namespace, name: str
+) -> list[float]:
+    """Each run's regret: what sending it the other way (the same state before it, the
+    planner choosing again after it) would have saved over the whole session, if anything."""
+    total = sum(r["billed_cost"] for r in auto)
+    out = []
+    for n, run in enumerate(auto):
+        other: Mode = "fork" if run["mode"] == "standalone" else "standalone"
+        replay = session(
+            "auto",
+            schedule,
+            args.turns,
+            args.system,
+            args.save_every,
+            name,
+            flips={n: other},
+            seed=args.seed,
+        )
+        # The same session up to the flipped run, or it would not be the same state.
+        assert [r["billed_cost"] for r in replay[:n]] == [r["billed_cost"] for r in auto[:n]]
+        out.append(max(total - sum(r["billed_cost"] for r in replay), 0.0))
+    return out
+
+
+def row(
+    label: str, auto: list[dict[str, Any]], fork: list[Any], alone: list[Any], regret: list[float]
+) -> str:
     errors = [abs(r["estimated_cost"] - r["billed_cost"]) / r["billed_cost"] for r in auto]
     run_errors = [abs(as_run(r) - r["billed_cost"]) / r["billed_cost"] for r in auto]
     estimated = sum(r["estimated_cost"] for r in auto)
     billed = sum(r["billed_cost"] for r in auto)
-    best = sum(min(f["billed_cost"], s["billed_cost"]) for f, s in zip(fork, alone, strict=True))
+    best = billed - sum(regret)
     mode_best = min(sum(r["billed_cost"] for r in fork), sum(r["billed_cost"] for r in alone))
     forks = sum(1 for r in auto if r["mode"] == "fork")
     within = sum(1 for e in errors if e <= 0.1)
     run_within = sum(1 for e in run_errors if e <= 0.1)
     return (
-        f"{label:<20} {f'{forks}/{len(auto) - forks}':>8} "
+        f"{label:<24} {f'{forks}/{len(auto) - forks}':>8} "
         f"{statistics.median(errors):>8.1%} {max(errors):>6.0%} "
         f"{f'{within}/{len(errors)}':>7} {f'{run_within}/{len(errors)}':>7} "
         f"{estimated / billed:>8.2f} {billed:>8.0f} "
@@ -157,30 +212,40 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=12)
     parser.add_argument("--system", type=int, default=3000, help="host system prompt tokens")
     parser.add_argument("--save-every", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=SEED, help="the mixed schedule's draw")
     args = parser.parse_args()
     print(
         f"host system ~{args.system} tokens, {args.turns} turns, "
         f"a save every {args.save_every} turns"
     )
     print(
-        f"{'model / schedule':<20} {'runs f/s':>8} {'err med':>8} {'max':>6} "
+        f"{'model / schedule':<24} {'runs f/s':>8} {'err med':>8} {'max':>6} "
         f"{'in 10%':>7} {'as run':>7} {'est/bill':>8} {'auto':>8} "
         f"{'hindsight':>9} {'over':>6} {'best mode':>9} {'over':>6}"
     )
     cases = [(MODEL, s) for s in ("warm", "mixed", "cold")]
     cases += [(m, s) for m in ("gpt-4.1", "gpt-4o") for s in ("mixed", "cold")]
+    per_run: dict[str, tuple[list[dict[str, Any]], list[float]]] = {}
     for name, schedule in cases:
         auto, fork, alone = (
-            session(mode, schedule, args.turns, args.system, args.save_every, name)
+            session(mode, schedule, args.turns, args.system, args.save_every, name, seed=args.seed)
             for mode in ("auto", "fork", "standalone")
         )
-        print(row(f"{name} {schedule}", auto, fork, alone))
-    print("\nper run (mixed schedule, auto): mode, estimate, as run, bill, note")
-    for n, run in enumerate(session("auto", "mixed", args.turns, args.system, args.save_every)):
-        print(
-            f"  {n:>2} {run['mode']:<10} {run['estimated_cost']:>8.0f} {as_run(run):>8.0f}"
-            f" {run['billed_cost']:>8.0f}  {run['estimate_note']}"
-        )
+        regret = regrets(auto, schedule, args, name)
+        print(row(f"{name} {schedule}", auto, fork, alone, regret))
+        per_run[f"{name} {schedule}"] = (auto, regret)
+    for label in (f"{MODEL} mixed", f"{MODEL} cold"):
+        print(f"\nper run ({label}, auto): mode, estimates (fork, standalone, as run), bill,")
+        print("regret, why")
+        auto, regret = per_run[label]
+        for n, (run, lost) in enumerate(zip(auto, regret, strict=True)):
+            fork = run["estimated_cost_fork"]
+            print(
+                f"  {n:>2} {run['mode']:<10} {fork if fork is not None else 0:>6.0f}"
+                f" {run['estimated_cost_standalone']:>6.0f} {as_run(run):>6.0f}"
+                f" {run['billed_cost']:>6.0f} {lost:>5.0f}  {run['plan_reason']};"
+                f" {run['estimate_note']}"
+            )
 
 
 if __name__ == "__main__":

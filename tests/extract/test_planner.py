@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,22 @@ def test_later_requests_read_the_one_before() -> None:
     assert two.cost == pytest.approx(one.cost + 10_000 * 0.1 + 400 * 1.25)
 
 
+def test_how_often_runs_save_is_the_share_of_recent_runs_that_did() -> None:
+    """A run's expected cost weighs a save by how often runs save. Runs that save one time
+    in four are expected to save about one time in four at every run, not a third of the
+    time just after a save and a sixth just before the next (a moving mean that jumps by
+    a fifth at each save): the expectation is the one the bills bear out."""
+    stats = RunStats()
+    shares = []
+    for run in range(24):
+        stats.record(1, 150 if run % 4 == 0 else 5, 0.0, saved=run % 4 == 0)
+        shares.append(stats.save_share)
+    assert all(abs(share - 0.25) < 0.06 for share in shares[12:])
+    # The starting guess counts as two runs among the last twenty.
+    assert shares[-1] == pytest.approx((0.3 * 2 + 5) / 22)
+    assert RunStats(save_share=0.0).save_share == 0.0
+
+
 def test_the_plan_takes_the_cheaper_and_reports_both() -> None:
     stats = RunStats()
     plan = plan_run("auto", shape(60_000, 59_000), shape(8_000, 4_000), stats)
@@ -110,10 +126,8 @@ def test_the_plan_takes_the_cheaper_and_reports_both() -> None:
     assert plan_run("auto", None, shape(8_000, 0), stats).fork is None
 
 
-def test_a_cold_standalone_run_is_taken_only_when_later_runs_pay_it_back() -> None:
-    """memdir's first standalone run writes its cache (5,000 here, against 4,150 for the
-    fork); each standalone run after it saves 350 on the fork while the cache lives."""
-    steady_cost = CostEstimate(
+def standalone_cost(cost: float) -> CostEstimate:
+    return CostEstimate(
         mode="standalone",
         model="anthropic:claude-sonnet-4-5",
         requests=1.0,
@@ -121,12 +135,17 @@ def test_a_cold_standalone_run_is_taken_only_when_later_runs_pay_it_back() -> No
         cache_read_tokens=0.0,
         cache_write_tokens=0.0,
         output_tokens=0.0,
-        cost=3_800.0,
+        cost=cost,
     )
+
+
+def test_a_cold_standalone_run_is_taken_only_when_later_runs_pay_it_back() -> None:
+    """memdir's first standalone run writes its cache (5,000 here, against 4,150 for the
+    fork); each standalone run after it costs 3,800 while the cache lives."""
     fork, alone = shape(30_000, 29_000), shape(4_000, 0)
-    # Runs follow each other within the cache's life: four of them pay back the 850.
+    # Runs follow each other within the cache's life.
     warm = RunStats(requests=1.0, output_tokens=0.0, save_share=0.0, warm_share=1.0)
-    plan = plan_run("auto", fork, alone, warm, steady_cost)
+    plan = plan_run("auto", fork, alone, warm, standalone_cost(3_800.0))
     assert plan.mode == "standalone"
     assert plan.reason == "standalone pays back its cold cache in later runs"
     # It is priced as this run will be billed, cold, not as the runs it makes cheaper.
@@ -135,7 +154,29 @@ def test_a_cold_standalone_run_is_taken_only_when_later_runs_pay_it_back() -> No
     assert plan.fork.cost == pytest.approx(4_150.0)
     # Runs far apart: the cache it writes would lapse unread, and the fork stays.
     cold = RunStats(requests=1.0, output_tokens=0.0, save_share=0.0, warm_share=0.0)
-    assert plan_run("auto", fork, alone, cold, steady_cost).mode == "fork"
+    assert plan_run("auto", fork, alone, cold, standalone_cost(3_800.0)).mode == "fork"
+    # A warm standalone run dearer than the fork pays nothing back, however soon it comes.
+    assert plan_run("auto", fork, alone, warm, standalone_cost(4_200.0)).mode == "fork"
+
+
+def test_a_run_that_finds_memdirs_cache_gone_forks_rather_than_paying_it_again() -> None:
+    """The cold write (850 over the fork here) makes each run that finds memdir's cache
+    1,150 cheaper than the fork. With half the runs in time, the next run reads it half
+    the time, the one after that a quarter, and so on: 1,150 expected, more than the 850.
+    A run that comes too late pays no cold write of its own: it chooses again, and may
+    fork. (Counting such runs as paying the cold write again, the fork was kept for good.)
+    Savings are counted over at most four runs: a write that takes more to pay back waits."""
+    fork, alone = shape(30_000, 29_000), shape(4_000, 0)
+    stats = RunStats(requests=1.0, output_tokens=0.0, save_share=0.0, warm_share=0.5)
+    plan = plan_run("auto", fork, alone, stats, standalone_cost(3_000.0))
+    assert plan.mode == "standalone"
+    assert plan.fork is not None
+    assert plan.standalone.cost - plan.fork.cost == pytest.approx(850.0)
+    # One run in three in time: 575 expected.
+    assert plan_run("auto", fork, alone, stats, standalone_cost(3_000.0), 1 / 3).mode == "fork"
+    # Every run in time but each only 100 cheaper: four runs' 400 do not cover the 850.
+    close = RunStats(requests=1.0, output_tokens=0.0, save_share=0.0, warm_share=1.0)
+    assert plan_run("auto", fork, alone, close, standalone_cost(4_050.0)).mode == "fork"
 
 
 def test_a_host_request_past_the_context_window_is_never_forked() -> None:
@@ -270,11 +311,18 @@ def test_a_host_whose_tools_cannot_write_is_not_forked(tmp_path: Path) -> None:
 
 
 def served_runs(
-    tmp_path: Path, *, system: str, tools: list[dict[str, object]], turns: int, mode: str = "auto"
+    tmp_path: Path,
+    *,
+    system: str,
+    tools: list[dict[str, object]],
+    turns: int,
+    mode: str = "auto",
+    pauses: Sequence[float] = (),
 ) -> tuple[list[dict[str, Any]], list[Mapping[str, Any]]]:
-    """``turns`` host turns 20 s apart, each a request of the host's through the fake server
-    and then a run of the extractor: the ``extract.run`` fields, and the usage the server
-    reported for each of the extractor's requests."""
+    """``turns`` host turns 20 s apart (or ``pauses`` apart, in turn), each a request of
+    the host's through the fake server and then a run of the extractor: the
+    ``extract.run`` fields, and the usage the server reported for each of the extractor's
+    requests."""
     clock = FakeClock()
     answer = "Batch by partition and flush every second. " * 30
     with FakeAnthropicServer(handler=lambda body: "Nothing to save.", clock=clock) as server:
@@ -292,7 +340,7 @@ def served_runs(
         async def main() -> None:
             messages: list[Message] = []
             for turn in range(turns):
-                clock.advance(20.0)
+                clock.advance(pauses[turn % len(pauses)] if pauses else 20.0)
                 messages.append(Message.user(f"Question {turn}: how should the job batch? " * 4))
                 await model.request(
                     ModelRequest(system=system, tools=tools, messages=tuple(messages))
@@ -358,3 +406,27 @@ def test_a_host_request_below_the_cache_minimum_is_priced_without_a_read(
     # ~2,950 estimated, ~2,950 billed.
     for run in runs:
         assert run["estimated_cost_if_nothing_saved"] == pytest.approx(run["billed_cost"], rel=0.05)
+
+
+def test_pauses_that_outlive_the_cache_every_other_run_do_not_keep_the_fork(
+    tmp_path: Path,
+) -> None:
+    """Every other pause is longer than the cache's five minutes. A run that finds
+    memdir's cache gone was once weighed as though every such run paid the cold write
+    again, and the planner forked from the third run on: dearer than either way forced.
+    A run that comes too late chooses again; the one-hour lifetime keeps the cache over
+    the long pauses, and the planner's session costs what the cheaper forced one does."""
+    system = "You are a coding agent. " * 200
+
+    def session(mode: str) -> list[dict[str, Any]]:
+        folder = tmp_path / mode
+        folder.mkdir()
+        runs, _ = served_runs(
+            folder, system=system, tools=WRITE_TOOLS, turns=8, mode=mode, pauses=(400.0, 20.0)
+        )
+        return runs
+
+    auto, fork, alone = session("auto"), session("fork"), session("standalone")
+    assert [run["mode"] for run in auto] == ["standalone"] * 8
+    bills = [sum(run["billed_cost"] for run in runs) for runs in (auto, fork, alone)]
+    assert bills[0] <= min(bills[1:]) * 1.01

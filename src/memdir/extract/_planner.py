@@ -14,7 +14,8 @@ reports and tests assert.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Literal
 
 from memdir.cost import CostEstimate, ModelFamily
@@ -101,9 +102,16 @@ class RunStats:
     hour_share: float = 0.75
     """How often it was under an hour (Anthropic's ``ttl: "1h"``)."""
     save_share: float = 0.3
-    """How often a run changed memory."""
+    """How often a run changed memory: the share of the last :data:`SAVE_WINDOW` runs that
+    did, with this starting value counted as :data:`_PRIOR_RUNS` runs of them."""
     gaps: int = 0
     """Gaps between runs seen so far."""
+    recent: deque[bool] = field(default_factory=lambda: deque(maxlen=SAVE_WINDOW))
+    """Whether each of the last :data:`SAVE_WINDOW` runs saved, oldest first."""
+    _prior_share: float = field(init=False, repr=False, default=0.0)
+
+    def __post_init__(self) -> None:
+        self._prior_share = self.save_share
 
     @classmethod
     def for_family(cls, family: ModelFamily, effort: str | None = None) -> RunStats:
@@ -123,8 +131,12 @@ class RunStats:
     ) -> None:
         """Fold one finished run in: the first few count fully, later ones as a moving mean."""
         self.runs += 1
-        # The prior counts as a few runs: one run that saved says little of the next.
-        self.save_share += _weight(self.runs + _PRIOR_RUNS) * (float(saved) - self.save_share)
+        # The share of recent runs that saved, the starting value counted as a few runs
+        # (one run that saved says little of the next): a plain share rather than a moving
+        # mean, which jumps by a fifth at every save and overstates how often runs save.
+        self.recent.append(saved)
+        prior = self._prior_share * _PRIOR_RUNS
+        self.save_share = (prior + sum(self.recent)) / (_PRIOR_RUNS + len(self.recent))
         if saved:
             self.saves += 1
             weight = _weight(self.saves)
@@ -146,6 +158,10 @@ class RunStats:
         self.short_share += weight * (float(seconds < 300.0) - self.short_share)
         self.hour_share += weight * (float(seconds < LONG_TTL_SECONDS) - self.hour_share)
 
+
+SAVE_WINDOW = 20
+"""How many of the latest runs :attr:`RunStats.save_share` counts: enough that one save
+moves it little, few enough that a session whose subject changes is followed."""
 
 REASONING_TOKENS = 300
 """Unseen reasoning tokens expected of a reasoning model's answer before any run has
@@ -267,43 +283,12 @@ def _priced(
     return plain, written, read, long_written, cost
 
 
-def steady(
-    hot: RequestShape, cold: RequestShape, stats: RunStats, warm_share: float | None = None
-) -> CostEstimate:
-    """What a standalone run costs on average once runs are standalone: ``hot`` when the
-    last one is recent enough, ``cold`` when not, in the shares seen so far
-    (``warm_share``, where memdir's cache lives longer than :attr:`RunStats.warm_share`
-    counts: an hour).
-
-    A run that goes standalone while its cache is cold pays to warm it for the runs
-    after; comparing only this run's cost would keep a cheaper way from ever being taken.
-    """
-    warm = estimate("standalone", hot, stats)
-    cold_estimate = estimate("standalone", cold, stats)
-    p = stats.warm_share if warm_share is None else warm_share
-
-    def mix(a: float, b: float) -> float:
-        return p * a + (1.0 - p) * b
-
-    return CostEstimate(
-        mode="standalone",
-        model=hot.model,
-        requests=warm.requests,
-        input_tokens=mix(warm.input_tokens, cold_estimate.input_tokens),
-        cache_read_tokens=mix(warm.cache_read_tokens, cold_estimate.cache_read_tokens),
-        cache_write_tokens=mix(warm.cache_write_tokens, cold_estimate.cache_write_tokens),
-        output_tokens=warm.output_tokens,
-        cost=mix(warm.cost, cold_estimate.cost),
-        note=f"steady state: {p:.0%} of runs find memdir's cache warm",
-    )
-
-
 def plan_run(
     setting: Mode,
     fork: RequestShape | None,
     standalone: RequestShape,
     stats: RunStats,
-    standalone_steady: CostEstimate | None = None,
+    standalone_warm: CostEstimate | None = None,
     warm_share: float | None = None,
 ) -> RunPlan:
     """Price both ways and choose by ``setting``: ``auto`` takes the cheaper, ``fork`` and
@@ -311,12 +296,12 @@ def plan_run(
 
     The standalone side is always this run's own estimate, with memdir's cache as it is
     now (cold on its first standalone run): that is what the run will be billed, and what
-    telemetry compares with the bill. ``standalone_steady`` (see :func:`steady`), the cost
-    of standalone runs once they follow one another, only decides whether a cold
-    standalone run that costs more than the fork is worth taking to make the next one
-    cheaper; ``warm_share`` is how often it is expected to find memdir's cache warm
-    (default :attr:`RunStats.warm_share`; :attr:`RunStats.hour_share` where memdir
-    writes its cache for an hour).
+    telemetry compares with the bill. ``standalone_warm``, a standalone run that finds
+    memdir's cache as this one leaves it, only decides whether a cold standalone run that
+    costs more than the fork is worth taking to make the next one cheaper (see
+    :func:`_switch_pays`); ``warm_share`` is how often the next run is expected to find
+    memdir's cache still there (default :attr:`RunStats.warm_share`;
+    :attr:`RunStats.hour_share` where memdir writes its cache for an hour).
     """
     alone = estimate("standalone", standalone, stats)
     if fork is None:
@@ -339,7 +324,7 @@ def plan_run(
         return RunPlan(mode="standalone", fork=shared, standalone=alone, reason="mode=standalone")
     if shared.cost <= alone.cost:
         share = stats.warm_share if warm_share is None else warm_share
-        if standalone_steady is not None and _switch_pays(shared, alone, standalone_steady, share):
+        if standalone_warm is not None and _switch_pays(shared, alone, standalone_warm, share):
             reason = "standalone pays back its cold cache in later runs"
             return RunPlan(mode="standalone", fork=shared, standalone=alone, reason=reason)
         return RunPlan(mode="fork", fork=shared, standalone=alone, reason="fork is cheaper")
@@ -347,17 +332,22 @@ def plan_run(
 
 
 def _switch_pays(
-    shared: CostEstimate, alone: CostEstimate, steady: CostEstimate, warm_share: float
+    shared: CostEstimate, alone: CostEstimate, warm: CostEstimate, warm_share: float
 ) -> bool:
     """Whether going standalone now, dearer than the fork because memdir's cache is cold,
-    is paid back by the standalone runs after it: this run's extra cost against what each
-    of them (``steady``, which counts how often the cache will have expired by then) saves
-    on the fork. Runs are counted until the cache is expected to lapse (one over the
-    share of gaps that outlive it), at most :data:`PAYBACK_RUNS`: a cache write that no
-    later run reads is a cost with no saving, and runs far ahead are too uncertain to
-    bank on."""
-    lapse = max(1.0 - warm_share, 1.0 / PAYBACK_RUNS)
-    return alone.cost - shared.cost < (shared.cost - steady.cost) / lapse
+    is paid back by the runs after it: each that finds the cache this run writes costs
+    ``warm`` instead of the fork's ``shared``.
+
+    The next run finds it ``warm_share`` of the time, the one after that (reading what
+    the next wrote) as often again, and so on: ``w + w² + …`` runs in all, at most
+    :data:`PAYBACK_RUNS` (sessions end, and runs far ahead are too uncertain to bank on).
+    A run that comes too late for the cache costs nothing more than a fork: it chooses
+    again, and forks if the cold write does not pay then either. Where even a warm
+    standalone run costs more than the fork, no run pays the write back."""
+    if warm.cost >= shared.cost:
+        return False
+    runs = PAYBACK_RUNS if warm_share >= 1.0 else min(warm_share / (1.0 - warm_share), PAYBACK_RUNS)
+    return alone.cost - shared.cost < runs * (shared.cost - warm.cost)
 
 
 PAYBACK_RUNS = 4.0

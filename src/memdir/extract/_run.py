@@ -34,9 +34,9 @@ from memdir.extract._planner import (
     RequestShape,
     RunPlan,
     RunStats,
+    estimate,
     long_ttl_pays,
     plan_run,
-    steady,
 )
 from memdir.extract._prompts import PromptParts, changed_section, extract_prompt_parts
 from memdir.extract._standalone import (
@@ -313,8 +313,8 @@ class Runner:
         # written for one, else within the default lifetime.
         long = alone_shape.cache_ttl == "1h"
         share = self.stats.hour_share if long else self.stats.warm_share
-        steady_cost = self._standalone_steady(alone_parts, opening, window, long)
-        plan = plan_run(self._config.mode, fork_shape, alone_shape, self.stats, steady_cost, share)
+        warm = self._standalone_warm(alone_parts, opening, window, long)
+        plan = plan_run(self._config.mode, fork_shape, alone_shape, self.stats, warm, share)
 
         context = ToolContext(
             write_guard=memory_write_guard(
@@ -531,19 +531,17 @@ class Runner:
             return False
         return bool(self._family(self._model).extended_cache_retention)
 
-    def _standalone_steady(
-        self, parts: PromptParts, opening: str, window: StandaloneWindow, long: bool
+    def _standalone_warm(
+        self,
+        parts: PromptParts,
+        opening: str,
+        window: StandaloneWindow,
+        long: bool,
     ) -> CostEstimate:
-        """The standalone cost once standalone runs follow one another (see ``steady``),
-        each writing for the lifetime this one does (an hour if ``long``): warm in the
-        share of gaps shorter than that lifetime. A cold run written for five minutes
-        starts no hour-long chain: the run after a longer pause would find it gone.
-
-        Before any gap has been seen, the shares are :class:`RunStats`' priors (half the
-        runs within five minutes): a session's first run may go standalone when even
-        those say its cold cache pays back, since every run that forks first and switches
-        later pays the same cold write, only later.
-        """
+        """A standalone run that finds memdir's cache as a standalone run now would leave
+        it: what writing the cache now makes the next run cost, if it comes in time (see
+        ``plan_run``). Written for an hour if ``long``, it writes its new messages at the
+        hour's price too."""
         hot = self._standalone_shape(parts, opening, window, None)
         static = self._static(parts)
         opening_tokens = estimate_tokens(_opening_text(opening)) + 8
@@ -556,11 +554,7 @@ class Runner:
             note="memdir's cache warm",
             long_tokens=stable if long else 0,
         )
-        cold = dataclasses.replace(
-            hot, warm_tokens=0, note="memdir's cache cold", long_tokens=stable if long else 0
-        )
-        # Written for an hour, memdir's cache outlives every gap under an hour.
-        return steady(hot, cold, self.stats, self.stats.hour_share if long else None)
+        return estimate("standalone", hot, self.stats)
 
     def _static(self, parts: PromptParts) -> int:
         key = parts.instructions
