@@ -168,9 +168,13 @@ class QueueExtractor:
 
     The keyword limits (seconds) bound a turn's time: ``lock_timeout`` for each row lock
     waited on, ``statement_timeout`` for each statement, ``connect_timeout`` to get a
-    connection; a turn starts no statement after ``record_timeout``. Connections come
-    from one pool per process, DSN and limits, shared by every extractor in it (at most
-    ``pool_size`` connections); :meth:`close` gives this extractor's share back.
+    connection; a turn starts no statement after ``record_timeout``. A turn whose rows a
+    worker holds gives up after ``lock_timeout``; at worst (a server slow to answer
+    everything) one takes ``record_timeout`` plus one ``statement_timeout``. The server
+    also ends a host transaction left idle for 10 s (the host process frozen mid-turn),
+    so a host never holds a worker up for long either. Connections come from one pool
+    per process, DSN and limits, shared by every extractor in it (at most ``pool_size``
+    connections, none while idle); :meth:`close` gives this extractor's share back.
     """
 
     def __init__(
