@@ -177,3 +177,15 @@ def test_a_host_process_shares_one_pool_across_its_directories(pg_dsn: str) -> N
         while _backends(watcher):  # a closed socket's backend takes a moment to exit
             assert time.monotonic() < end
             watcher.execute("SELECT pg_sleep(0.01)")
+
+
+def test_a_host_connection_waits_briefly_and_never_idles_in_a_transaction(pg_dsn: str) -> None:
+    host = QueueExtractor(pg_dsn, "dir-t", lock_timeout=0.25, statement_timeout=0.75)
+    assert host.on_turn_end(TurnContext(messages=conversation("s1", 1))) is not None
+    with host._shared_pool().connection() as conn:
+        settings = [
+            conn.execute(f"SHOW {name}").fetchone()
+            for name in ("lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout")
+        ]
+    host.close()
+    assert settings == [("250ms",), ("750ms",), ("10s",)]
