@@ -187,5 +187,7 @@ def test_a_host_connection_waits_briefly_and_never_idles_in_a_transaction(pg_dsn
             conn.execute(f"SHOW {name}").fetchone()
             for name in ("lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout")
         ]
+        unacknowledged = conn.info.get_parameters().get("tcp_user_timeout")
     host.close()
     assert settings == [("250ms",), ("750ms",), ("10s",)]
+    assert unacknowledged == "1500"

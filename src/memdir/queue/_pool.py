@@ -63,7 +63,14 @@ def acquire_pool(dsn: str, limits: HostLimits) -> ConnectionPool:
                 # the server nothing, and a restarted server leaves nothing stale behind.
                 min_size=0,
                 max_size=limits.pool_size,
-                kwargs={"autocommit": True, "options": limits.options()},
+                kwargs={
+                    "autocommit": True,
+                    "options": limits.options(),
+                    # A server gone silent (a partition): the kernel drops the connection
+                    # once what was sent stays unacknowledged this long, so a statement
+                    # cannot hang on it past the time limits the server would enforce.
+                    "tcp_user_timeout": max(1000, _ms(2 * limits.statement_timeout)),
+                },
                 timeout=limits.connect_timeout,
                 # A connection the server dropped (restart, terminate) is replaced before
                 # it is lent, not discovered halfway through a turn.
