@@ -59,6 +59,8 @@ def _run_overlaps(logs: Sequence[Path]) -> Iterator[str]:
     opened: dict[tuple[str, str], list[str]] = {}
     spans: dict[str, list[tuple[str, str]]] = {}
     for log in logs:
+        if not log.exists():  # a worker that never got a job reported nothing
+            continue
         for line in log.read_text().splitlines():
             record = json.loads(line)
             name, fields = record["event"], record["fields"]

@@ -4,15 +4,20 @@ Hosts record each finished turn with :class:`QueueExtractor` (the turn's new mes
 its request, and a wake-up job for the directory, in one transaction); workers
 (:class:`QueueWorker`, ``memdir worker``) run one job per directory at a time, on a
 working copy checked out of PostgreSQL, and commit files and cursors fenced by the
-directory's generation. The plain memory folder stays the default on one machine; this
-package is the ``[postgres]`` extra, and nothing outside it imports procrastinate or
-psycopg.
+directory's generation. A host never waits on a worker: a turn whose rows a worker
+holds locked (one frozen inside its commit, say) is reported not recorded within the
+extractor's ``lock_timeout`` / ``record_timeout`` and shipped with the next turn, a turn
+is reported recorded only after its COMMIT succeeded, and a process's extractors share
+one connection pool (``pool_size``). The plain memory folder stays the default on one
+machine; this package is the ``[postgres]`` extra, and nothing outside it imports
+procrastinate or psycopg.
 """
 
 from memdir.queue._deps import require
 
 require("procrastinate")
 require("psycopg")
+require("psycopg_pool")
 
 from memdir.queue._app import EXTRACT_TASK, NOTIFY_CHANNEL, QUEUE_NAME, make_app  # noqa: E402
 from memdir.queue._producer import DEFAULT_SESSION, QueueExtractor, TurnRecorded  # noqa: E402
