@@ -128,8 +128,7 @@ class _Models:
     "--prune-cron",
     default="17 * * * *",
     show_default=True,
-    help="When to prune consumed messages, old runs and finished jobs "
-    "(cron syntax; 'off': never).",
+    help="When to prune consumed messages, old runs and finished jobs (cron syntax; 'off': never).",
 )
 @click.option(
     "--events",

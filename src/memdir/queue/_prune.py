@@ -25,7 +25,7 @@ import psycopg
 from memdir.queue._app import QUEUE_NAME
 from memdir.telemetry import Sink, emit
 
-__all__ = ["DAY", "PRUNE_TASK", "PruneResult", "aprune", "prune"]
+__all__ = ["DAY", "PRUNE_TASK", "PruneResult", "aprune", "prune", "register_prune"]
 
 DAY = 86_400.0
 PRUNE_TASK = "memdir.prune"
@@ -81,7 +81,9 @@ def _statements(
         out.append(("jobs", _JOBS, {"queue": queue, "statuses": _DONE, "keep": keep_jobs}))
     if keep_failed_jobs is not None:
         statuses = ["failed"]
-        out.append(("jobs", _JOBS, {"queue": queue, "statuses": statuses, "keep": keep_failed_jobs}))
+        out.append(
+            ("jobs", _JOBS, {"queue": queue, "statuses": statuses, "keep": keep_failed_jobs})
+        )
     return out
 
 
@@ -141,3 +143,23 @@ async def aprune(
 
 def _report(sink: Sink | None, result: PruneResult) -> None:
     emit(sink, "queue.pruned", messages=result.messages, runs=result.runs, jobs=result.jobs)
+
+
+def register_prune(app: Any, settings: Any) -> None:
+    """The prune task on ``app``, deferred by ``settings.prune_cron`` (a
+    :class:`~memdir.queue.WorkerSettings`; no schedule when it is None). Its own
+    queueing lock: however many workers defer it, one prune waits."""
+
+    async def prune_task(timestamp: int) -> None:
+        await aprune(
+            settings.dsn,
+            keep_runs=settings.keep_runs_seconds,
+            keep_jobs=settings.keep_finished_seconds,
+            keep_failed_jobs=settings.keep_failed_seconds,
+            queue=settings.queue,
+            sink=settings.sink,
+        )
+
+    task = app.task(name=PRUNE_TASK, queue=settings.queue)(prune_task)
+    if settings.prune_cron is not None:
+        app.periodic(cron=settings.prune_cron, periodic_id="memdir", queueing_lock=PRUNE_TASK)(task)

@@ -50,11 +50,10 @@ newer turn arrived. The sweeper defers jobs only for these."""
 GAP_MESSAGES = 11
 """Stamped user messages a fresh extractor seeds its pause statistics from (its
 ``_SEEDED_GAPS`` gaps need one more message than gaps)."""
-BACK_ROWS_CAP = 256
+BACK_ROWS_CAP = PAGE = 64
 """The most messages before the cursor read for the statistics or the turn's start
-alone (the window's tokens are always read in full)."""
-PAGE = 64
-"""Messages read per step back from the cursor."""
+alone (the window's tokens are always read in full), and how many are read per step
+back from the cursor."""
 PINNED_CAP = 16
 """The most system or developer messages read from before the window."""
 
@@ -74,6 +73,10 @@ class SessionMessages:
     """Rows fetched from ``memdir_messages`` (what the run's reading cost)."""
     whole: bool
     """Read from the first message (the cursor was gone, or there was none)."""
+    context_from: int = 0
+    """The lowest seq read contiguously up to the cursor (system or developer messages
+    from further back left out): what a later run can still need starts no earlier;
+    0 for a whole read."""
 
     def seq_before(self, index: int) -> int:
         """The seq of the message before ``index`` (the last one a run ending at ``index``
@@ -81,15 +84,6 @@ class SessionMessages:
         if index > 0:
             return self.seqs[index - 1]
         return self.seqs[0] - 1 if self.seqs else 0
-
-    @property
-    def first_read(self) -> int:
-        """The lowest seq read contiguously up to the cursor (system or developer
-        messages from further back left out): what the next run can still need."""
-        pinned = 0
-        while pinned + 1 < len(self.seqs) and self.seqs[pinned + 1] != self.seqs[pinned] + 1:
-            pinned += 1
-        return self.seqs[pinned] if self.seqs else 0
 
 
 _AT_CURSOR = "SELECT uuid FROM memdir_messages WHERE dir_id = %s AND session = %s AND seq = %s"
@@ -175,6 +169,7 @@ async def read_session(
         seqs=tuple(seq for seq, _ in read),
         rows=fetched,
         whole=first <= 1,
+        context_from=first,
     )
 
 

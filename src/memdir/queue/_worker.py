@@ -43,6 +43,7 @@ from memdir.messages import Message
 from memdir.models import Model
 from memdir.queue._app import EXTRACT_TASK, NOTIFY_CHANNEL, QUEUE_NAME, SWEEP_TASK, make_app
 from memdir.queue._codec import decode_params, model_name
+from memdir.queue._prune import DAY, register_prune
 from memdir.queue._runs import (
     RUNNABLE_PENDING,
     SessionMessages,
@@ -98,6 +99,15 @@ class WorkerSettings:
     poll_interval: float = 5.0
     """How often idle workers look for scheduled jobs (retries); new ones come by NOTIFY."""
     heartbeat_interval: float = 10.0
+    prune_cron: str | None = "17 * * * *"
+    """When consumed messages, old runs and finished jobs are pruned (cron syntax, as
+    ``sweep_cron``); None: this worker defers no prunes."""
+    keep_runs_seconds: float | None = 7 * DAY
+    """How long committed runs' audit rows are kept (None: for good)."""
+    keep_finished_seconds: float | None = DAY
+    """How long finished (succeeded, cancelled) jobs are kept when ``keep_jobs``."""
+    keep_failed_seconds: float | None = 7 * DAY
+    """How long failed jobs, and why they failed, are kept for ``memdir queue status``."""
     keep_jobs: bool = False
     """Keep succeeded jobs (and their ``procrastinate_events``) for inspection; by
     default they are deleted, failed ones always kept for ``memdir queue status``."""
@@ -240,6 +250,7 @@ class QueueWorker:
             self.app.periodic(
                 cron=settings.sweep_cron, periodic_id="memdir", queueing_lock=SWEEP_TASK
             )(task)
+        register_prune(self.app, settings)
 
     async def run(self, *, wait: bool = True, install_signal_handlers: bool = True) -> None:
         """Work until stopped (``wait``) or until no job is left to start (not ``wait``)."""
@@ -671,7 +682,7 @@ class QueueWorker:
                     outcome.to_seq,
                     outcome.outcome == "skipped",
                     outcome.covered_at,
-                    0 if read.whole else read.first_read,
+                    0 if read.whole else read.context_from,
                     *keys,
                 ),
             )
