@@ -23,12 +23,15 @@ from tests.queue._helpers import CONFIG, conversation, one, saving_model
 
 
 class _Hanging:
-    """Answers the ``ok`` session; never answers the ``stuck`` one while ``hang`` is
+    """Answers the ``tail`` session; never answers the ``stuck`` one while ``hang`` is
     set. Counts the hung calls entered and unwound, and what the database held for the
     other session at the moment each hung call was cancelled."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, sink: CollectingSink) -> None:
         self.dsn = dsn
+        self.sink = sink
+        self.unwound_at: list[int] = []
+        """How many events the worker had sent when each hung call was unwound."""
         self.hang = True
         self.entered = 0
         self.unwound = 0
@@ -44,12 +47,13 @@ class _Hanging:
             except asyncio.CancelledError:
                 with psycopg.connect(self.dsn) as conn:
                     row = conn.execute(
-                        "SELECT cursor_uuid FROM memdir_sessions WHERE session = 'ok'"
+                        "SELECT cursor_uuid FROM memdir_sessions WHERE session = 'tail'"
                     ).fetchone()
                 self.other_cursor_when_cancelled.append(row[0] if row else None)
                 raise
             finally:
                 self.unwound += 1
+                self.unwound_at.append(len(self.sink.events))
         return await self.saver.function(request)  # type: ignore[misc]
 
 
@@ -60,11 +64,12 @@ def _record(dsn: str, session: str, turns: int) -> None:
 
 
 def test_a_run_that_never_returns_is_cancelled_retried_then_parked(pg_dsn):
+    # "stuck" sorts first: run one after another, it would hold "tail" back.
     _record(pg_dsn, "stuck", 1)
-    _record(pg_dsn, "ok", 1)
-    hanging = _Hanging(pg_dsn)
-    model = FunctionModel(hanging.answer, name="function:hanging")
+    _record(pg_dsn, "tail", 1)
     sink = CollectingSink()
+    hanging = _Hanging(pg_dsn, sink)
+    model = FunctionModel(hanging.answer, name="function:hanging")
     worker = QueueWorker(
         WorkerSettings(
             dsn=pg_dsn,
@@ -87,7 +92,15 @@ def test_a_run_that_never_returns_is_cancelled_retried_then_parked(pg_dsn):
     # Cancelled at the timeout, twice (the limit), and unwound each time: nothing left
     # running. The other session was committed before the first cancellation.
     assert (hanging.entered, hanging.unwound) == (2, 2)
-    assert hanging.other_cursor_when_cancelled[0] == "ok-a1"
+    assert hanging.other_cursor_when_cancelled[0] == "tail-a1"
+    # Unwound before its failure was committed, not left to run on beside the retries.
+    failed_commits = [
+        i
+        for i, e in enumerate(sink.events)
+        if e.name == "extract.committed" and e.fields["failed"] == 1
+    ]
+    assert len(failed_commits) == 2
+    assert all(u <= c for u, c in zip(hanging.unwound_at, failed_commits, strict=True))
     status = queue_status(pg_dsn)
     assert status.jobs == {"failed": 1}
     [failed] = status.failed_jobs
@@ -104,7 +117,7 @@ def test_a_run_that_never_returns_is_cancelled_retried_then_parked(pg_dsn):
             None,
         )
         runs = conn.execute("SELECT session, from_seq, to_seq FROM memdir_runs").fetchall()
-    assert runs == [("ok", 1, 2)]
+    assert runs == [("tail", 1, 2)]
     parked_events = [e for e in sink.events if e.name == "extract.parked"]
     assert [(e.fields["session"], e.fields["attempts"]) for e in parked_events] == [("stuck", 2)]
 
