@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -33,21 +34,15 @@ class _Seen:
         self.saver = saving_model()
         self.model = FunctionModel(self.answer, name="function:seen")
 
-    async def answer(self, request: ModelRequest) -> object:
+    async def answer(self, request: ModelRequest) -> Any:
         self.requests.append("\n".join(m.text for m in request.messages))
         return await self.saver.function(request)  # type: ignore[misc]
 
 
-def _worker(dsn: str, seen: _Seen, **kw: object) -> QueueWorker:
+def _worker(dsn: str, seen: _Seen, **kw: Any) -> QueueWorker:
+    settings: dict[str, Any] = {"sweep_cron": None, "prune_cron": None, **kw}
     return QueueWorker(
-        WorkerSettings(
-            dsn=dsn,
-            models=lambda _n: seen.model,
-            config=SMALL,
-            sweep_cron=None,
-            prune_cron=None,
-            **kw,  # type: ignore[arg-type]
-        )
+        WorkerSettings(dsn=dsn, models=lambda _n: seen.model, config=SMALL, **settings)
     )
 
 
@@ -165,3 +160,31 @@ def test_prune_leaves_a_session_whose_host_replaced_its_messages(pg_dsn):
     assert prune(pg_dsn, keep_runs=None, keep_jobs=None, keep_failed_jobs=None).messages == 0
     with psycopg.connect(pg_dsn) as conn:
         assert one(conn, "SELECT count(*) FROM memdir_messages") == (3,)
+
+
+def test_a_worker_prunes_on_the_schedule_it_was_given(pg_dsn):
+    seen = _Seen()
+    host = QueueExtractor(pg_dsn, "dir-s")
+    conv = conversation("s1", 201)
+    host.on_turn_end(TurnContext(messages=conv[:400], session_id="s1"))
+    worker = _worker(pg_dsn, seen, prune_cron="*/10 * * * *", keep_runs_seconds=0)
+    asyncio.run(worker.extract("dir-s"))
+    host.on_turn_end(TurnContext(messages=conv, session_id="s1"))
+    host.close()
+    asyncio.run(worker.extract("dir-s"))
+    [periodic] = [
+        p
+        for (name, _), p in worker.app.periodic_registry.periodic_tasks.items()
+        if name == "memdir.prune"
+    ]
+    assert periodic.cron == "*/10 * * * *"
+    assert _worker(pg_dsn, seen).app.periodic_registry.periodic_tasks == {}
+    # What the schedule runs: the consumed messages and (kept 0 s) the runs go.
+    asyncio.run(worker.app.tasks["memdir.prune"](timestamp=0))
+    with psycopg.connect(pg_dsn) as conn:
+        (keep_from,) = one(conn, "SELECT keep_from_seq FROM memdir_sessions")
+        assert one(conn, "SELECT min(seq), count(*) FROM memdir_messages") == (
+            keep_from,
+            403 - keep_from,
+        )
+        assert one(conn, "SELECT count(*) FROM memdir_runs") == (0,)
