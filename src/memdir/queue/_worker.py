@@ -1,15 +1,21 @@
-"""The worker's side: one job runs one directory — snapshot, extract, fenced commit.
+"""The worker's side: one job runs one directory — snapshot, extract, fenced commits.
 
-A job reads the directory's pending rows (one per session with an unprocessed turn)
-and checks the directory out at generation *G* into a scratch folder. For each session
-it runs memdir's own :class:`~memdir.MemoryExtractor` there, restored to the session's
-cursor, exactly as one machine would (fork with the host's shipped request, or the
-standalone request). Then one transaction compares-and-swaps the generation, writes the
-changed files, moves the cursors, and deletes only the pending rows whose version is
-the one it read: a turn that arrived during the run keeps its row, and the job that
-turn deferred (allowed, since this one is ``doing``, not ``todo``) runs it next. The
-events one machine would emit (``extract.run``, ``extract.throttled``, …, tagged with the
-directory and session) go out after that commit, so a run reported is a run committed.
+A job reads the directory's pending rows (one per session with an unprocessed turn,
+and of each session only the messages after its cursor and the context a run needs,
+see :mod:`memdir.queue._runs`) and checks the directory out at generation *G* into a
+scratch folder. There it runs memdir's own :class:`~memdir.MemoryExtractor` for each
+session at once, restored to the session's cursor, exactly as one machine would (fork
+with the host's shipped request, or the standalone request). As each session's run
+ends, one transaction compares-and-swaps the generation (*G*, then what the job's
+previous commit left), writes the files changed since, moves that session's cursor,
+and deletes its pending row only if its version is the one read: a turn that arrived
+during the run keeps its row, and the job that turn deferred (allowed, since this one
+is ``doing``, not ``todo``) runs it next. The commits of one job take turns; the
+directory's lock keeps other jobs out. So a session whose run hangs holds back no other
+session: it is cancelled at ``run_timeout``, retried, and parked after
+``max_attempts``. The events one machine would emit (``extract.run``,
+``extract.throttled``, …, tagged with the directory and session) go out after their
+session's commit, so a run reported is a run committed.
 
 Two rules keep a directory from being blocked for good (both from procrastinate's open
 issues, see the scale-out note): the extract task has no ``RetryStrategy`` — a failed
@@ -109,8 +115,9 @@ class WorkerSettings:
     keep_failed_seconds: float | None = 7 * DAY
     """How long failed jobs, and why they failed, are kept for ``memdir queue status``."""
     keep_jobs: bool = False
-    """Keep succeeded jobs (and their ``procrastinate_events``) for inspection; by
-    default they are deleted, failed ones always kept for ``memdir queue status``."""
+    """Keep succeeded jobs (and their ``procrastinate_events``) for inspection, for
+    ``keep_finished_seconds``; by default they are deleted at once, failed ones kept for
+    ``memdir queue status`` (``keep_failed_seconds``)."""
     sink: Sink | None = None
 
 
@@ -334,6 +341,19 @@ class QueueWorker:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         runs = [task.result() for task in tasks]
+        # The job's end: its runs ran side by side, each committed on its own
+        # (extract.committed, one per session); between extract.started and this, no
+        # other job ran the directory.
+        emit(
+            settings.sink,
+            "extract.finished",
+            dir_id=dir_id,
+            generation=snapshot.generation,
+            commits=sum(r.commits for r in runs),
+            conflict=any(r.conflict for r in runs),
+            duration_ms=int((time.monotonic() - started) * 1000),
+            worker=settings.name,
+        )
         return DirRun(
             dir_id=dir_id,
             generation=snapshot.generation,
