@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from memdir.extract import TurnContext
 from memdir.models import ModelRequest
 from memdir.queue import QueueExtractor, QueueWorker, WorkerSettings, queue_status, sweep
+from memdir.queue._runs import unpark
 from memdir.telemetry import CollectingSink
 from memdir.testing import FunctionModel
 from tests.queue._helpers import CONFIG, conversation, one, saving_model
@@ -167,6 +168,13 @@ def test_a_failed_session_retries_until_the_limit(pg_dsn):
     # Parked: a fourth job finds nothing to run.
     fourth = asyncio.run(worker.extract("dir-h"))
     assert (fourth.committed, fourth.sessions) == (False, ())
+    # What `memdir queue retry` does: runnable again, from a fresh count.
+    assert unpark(pg_dsn, "dir-other") == []
+    assert unpark(pg_dsn) == ["dir-h"]
+    [again] = asyncio.run(worker.extract("dir-h")).sessions
+    assert again.outcome == "failed"
+    with psycopg.connect(pg_dsn) as conn:
+        assert one(conn, "SELECT attempts, parked_version FROM memdir_pending") == (1, None)
 
 
 def test_the_worker_command_takes_the_run_timeout_and_the_retry_limit(monkeypatch):

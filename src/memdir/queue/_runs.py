@@ -40,7 +40,7 @@ __all__ = [
     "changed_files",
     "failure_reason",
     "read_session",
-    "unpark_sql",
+    "unpark",
 ]
 
 RUNNABLE_PENDING = "(p.parked_version IS NULL OR p.version > p.parked_version)"
@@ -212,13 +212,18 @@ def failure_reason(session: str, error: str, attempts: int) -> str:
     return f"session {session}: {error} ({attempts} attempts; parked until its next turn)"[:500]
 
 
-def unpark_sql(dir_id: str | None = None) -> tuple[str, tuple[Any, ...]]:
-    """The statement that makes parked sessions runnable again (all, or one
-    directory's), for ``memdir queue retry``; a job must be deferred after it."""
+def unpark(dsn: str, dir_id: str | None = None) -> list[str]:
+    """Make parked sessions runnable again, from a fresh count of attempts (all of them,
+    or one directory's), for ``memdir queue retry``; returns the directories touched.
+    Their jobs come from :func:`~memdir.queue.sweep`, or from a defer by the caller."""
     sql = (
         "UPDATE memdir_pending SET parked_version = NULL, parked_at = NULL, attempts = 0 "
         "WHERE parked_version IS NOT NULL"
     )
-    if dir_id is None:
-        return sql, ()
-    return sql + " AND dir_id = %s", (dir_id,)
+    params: tuple[str, ...] = ()
+    if dir_id is not None:
+        sql += " AND dir_id = %s"
+        params = (dir_id,)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(sql + " RETURNING dir_id", params).fetchall()
+    return sorted({row[0] for row in rows})
