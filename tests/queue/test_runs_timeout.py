@@ -16,7 +16,14 @@ from click.testing import CliRunner
 
 from memdir.extract import TurnContext
 from memdir.models import ModelRequest
-from memdir.queue import QueueExtractor, QueueWorker, WorkerSettings, queue_status, sweep
+from memdir.queue import (
+    QueueExtractor,
+    QueueWorker,
+    WorkerSettings,
+    prune,
+    queue_status,
+    sweep,
+)
 from memdir.queue._runs import unpark
 from memdir.telemetry import CollectingSink
 from memdir.testing import FunctionModel
@@ -128,6 +135,12 @@ def test_a_run_that_never_returns_is_cancelled_retried_then_parked(pg_dsn):
             return await sweep(worker.app, pg_dsn)
 
     assert asyncio.run(sweep_once()) == (0, 0)
+
+    # A prune keeps a failed job, and why, for a week unless told otherwise.
+    assert prune(pg_dsn).jobs == 0
+    assert prune(pg_dsn, keep_failed_jobs=0).jobs == 1
+    with psycopg.connect(pg_dsn) as conn:
+        assert one(conn, "SELECT count(*) FROM memdir_job_failures") == (0,)
 
     # A newer turn is new work: the session runs again, from a fresh count.
     hanging.hang = False

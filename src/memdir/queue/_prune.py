@@ -40,10 +40,30 @@ class PruneResult:
     jobs: int = 0
 
 
+# The sessions with consumed messages to remove, and below which seq. One statement per
+# session afterwards, each its own short transaction: a host that replaces a session's
+# messages (a compaction) waits at most for that one.
+_PRUNABLE = """
+SELECT s.dir_id, s.session, LEAST(s.keep_from_seq, s.cursor_seq)
+FROM memdir_sessions s
+WHERE s.keep_from_seq > 1 AND s.cursor_seq > 1
+  AND EXISTS (
+      SELECT 1 FROM memdir_messages c
+      WHERE c.dir_id = s.dir_id AND c.session = s.session
+        AND c.seq = s.cursor_seq AND c.uuid = s.cursor_uuid)
+  AND EXISTS (
+      SELECT 1 FROM memdir_messages m
+      WHERE m.dir_id = s.dir_id AND m.session = s.session
+        AND m.seq < LEAST(s.keep_from_seq, s.cursor_seq)
+        AND COALESCE(m.body->>'role', '') NOT IN ('system', 'developer'))
+"""
+# Checked again inside the delete: the session may have moved on, or been replaced by
+# its host, since it was listed.
 _MESSAGES = """
 DELETE FROM memdir_messages m USING memdir_sessions s
-WHERE m.dir_id = s.dir_id AND m.session = s.session
-  AND m.seq < LEAST(s.keep_from_seq, s.cursor_seq)
+WHERE m.dir_id = %(dir)s AND m.session = %(session)s
+  AND s.dir_id = m.dir_id AND s.session = m.session
+  AND m.seq < %(below)s AND m.seq < LEAST(s.keep_from_seq, s.cursor_seq)
   AND COALESCE(m.body->>'role', '') NOT IN ('system', 'developer')
   AND EXISTS (
       SELECT 1 FROM memdir_messages c
@@ -66,15 +86,12 @@ _DONE = ["succeeded", "cancelled", "aborted"]
 
 
 def _statements(
-    messages: bool,
     keep_runs: float | None,
     keep_jobs: float | None,
     keep_failed_jobs: float | None,
     queue: str,
 ) -> list[tuple[str, str, Any]]:
     out: list[tuple[str, str, Any]] = []
-    if messages:
-        out.append(("messages", _MESSAGES, ()))
     if keep_runs is not None:
         out.append(("runs", _RUNS, (keep_runs,)))
     if keep_jobs is not None:
@@ -104,15 +121,18 @@ def prune(
     queue: str = QUEUE_NAME,
     sink: Sink | None = None,
 ) -> PruneResult:
-    """Remove consumed messages, runs committed more than ``keep_runs`` seconds ago, and
-    the queue's finished jobs older than ``keep_jobs`` (failed ones: ``keep_failed_jobs``,
-    their reasons go with them). None keeps that kind for good. Each kind is its own
-    transaction, so a prune of a large backlog holds no lock for long on the others."""
+    """Remove consumed messages (``messages``), runs committed more than ``keep_runs``
+    seconds ago, and the queue's finished jobs older than ``keep_jobs`` (failed ones:
+    ``keep_failed_jobs``, their reasons go with them). None keeps that kind for good.
+    Each session's messages, the runs and the jobs are each their own transaction, so a
+    prune of a large backlog holds no lock for long."""
     counts: list[tuple[str, int]] = []
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for kind, sql, params in _statements(
-            messages, keep_runs, keep_jobs, keep_failed_jobs, queue
-        ):
+        if messages:
+            for dir_id, session, below in conn.execute(_PRUNABLE).fetchall():
+                keys = {"dir": dir_id, "session": session, "below": below}
+                counts.append(("messages", conn.execute(_MESSAGES, keys).rowcount))
+        for kind, sql, params in _statements(keep_runs, keep_jobs, keep_failed_jobs, queue):
             counts.append((kind, conn.execute(sql, params).rowcount))
     result = _result(counts)
     _report(sink, result)
@@ -132,9 +152,12 @@ async def aprune(
     """:func:`prune` for a worker's loop."""
     counts: list[tuple[str, int]] = []
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        for kind, sql, params in _statements(
-            messages, keep_runs, keep_jobs, keep_failed_jobs, queue
-        ):
+        if messages:
+            sessions = await (await conn.execute(_PRUNABLE)).fetchall()
+            for dir_id, session, below in sessions:
+                keys = {"dir": dir_id, "session": session, "below": below}
+                counts.append(("messages", (await conn.execute(_MESSAGES, keys)).rowcount))
+        for kind, sql, params in _statements(keep_runs, keep_jobs, keep_failed_jobs, queue):
             counts.append((kind, (await conn.execute(sql, params)).rowcount))
     result = _result(counts)
     _report(sink, result)
