@@ -23,8 +23,8 @@ from memdir.queue import (
     prune,
     queue_status,
     sweep,
+    unpark,
 )
-from memdir.queue._runs import unpark
 from memdir.telemetry import CollectingSink
 from memdir.testing import FunctionModel
 from tests.queue._helpers import CONFIG, conversation, one, saving_model

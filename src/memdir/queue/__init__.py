@@ -17,6 +17,7 @@ require("psycopg")
 from memdir.queue._app import EXTRACT_TASK, NOTIFY_CHANNEL, QUEUE_NAME, make_app  # noqa: E402
 from memdir.queue._producer import DEFAULT_SESSION, QueueExtractor, TurnRecorded  # noqa: E402
 from memdir.queue._prune import PruneResult, aprune, prune  # noqa: E402
+from memdir.queue._runs import unpark  # noqa: E402
 from memdir.queue._schema import SCHEMA_SQL, apply_schema  # noqa: E402
 from memdir.queue._status import QueueStatus, queue_status  # noqa: E402
 from memdir.queue._store import export_dir  # noqa: E402
@@ -52,4 +53,5 @@ __all__ = [
     "prune",
     "queue_status",
     "sweep",
+    "unpark",
 ]
