@@ -33,7 +33,8 @@ from tests.queue._helpers import CONFIG, conversation, one, saving_model
 class _Hanging:
     """Answers the ``tail`` session; never answers the ``stuck`` one while ``hang`` is
     set. Counts the hung calls entered and unwound, and what the database held for the
-    other session at the moment each hung call was cancelled."""
+    other session at the moment each hung call was cancelled. The host's next turn of
+    ``tail`` arrives during tail's first run (once)."""
 
     def __init__(self, dsn: str, sink: CollectingSink) -> None:
         self.dsn = dsn
@@ -45,6 +46,7 @@ class _Hanging:
         self.unwound = 0
         self.other_cursor_when_cancelled: list[Any] = []
         self.saver = saving_model()
+        self.next_turn_sent = False
 
     async def answer(self, request: ModelRequest) -> Any:
         stuck = any("turn stuck " in m.text for m in request.messages)
@@ -62,6 +64,9 @@ class _Hanging:
             finally:
                 self.unwound += 1
                 self.unwound_at.append(len(self.sink.events))
+        if not stuck and not self.next_turn_sent:
+            self.next_turn_sent = True
+            _record(self.dsn, "tail", 2)
         return await self.saver.function(request)  # type: ignore[misc]
 
 
@@ -85,7 +90,8 @@ def test_a_run_that_never_returns_is_cancelled_retried_then_parked(pg_dsn):
             config=CONFIG,
             sweep_cron=None,
             prune_cron=None,
-            run_timeout=1.0,
+            run_timeout=2.0,
+            poll_interval=60.0,  # what wakes the job here is the end of tail's run
             max_attempts=2,
             backoff_base_seconds=0.0,
             sink=sink,
@@ -98,9 +104,10 @@ def test_a_run_that_never_returns_is_cancelled_retried_then_parked(pg_dsn):
             break
 
     # Cancelled at the timeout, twice (the limit), and unwound each time: nothing left
-    # running. The other session was committed before the first cancellation.
+    # running.
     assert (hanging.entered, hanging.unwound) == (2, 2)
-    assert hanging.other_cursor_when_cancelled[0] == "tail-a1"
+    # The other session was covered meanwhile, its turn that arrived during the job too.
+    assert hanging.other_cursor_when_cancelled[0] == "tail-a2"
     # Unwound before its failure was committed, not left to run on beside the retries.
     failed_commits = [
         i
@@ -125,7 +132,7 @@ def test_a_run_that_never_returns_is_cancelled_retried_then_parked(pg_dsn):
             None,
         )
         runs = conn.execute("SELECT session, from_seq, to_seq FROM memdir_runs").fetchall()
-    assert runs == [("tail", 1, 2)]
+    assert runs == [("tail", 1, 2), ("tail", 3, 4)]
     parked_events = [e for e in sink.events if e.name == "extract.parked"]
     assert [(e.fields["session"], e.fields["attempts"]) for e in parked_events] == [("stuck", 2)]
 

@@ -33,7 +33,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -321,23 +321,56 @@ class QueueWorker:
             )
             state = _Commits(generation=snapshot.generation, files=dict(snapshot.files))
             state.db_seconds = read_seconds
+            running: set[str] = set()
+            failed: set[str] = set()
+            ended = asyncio.Event()
+            tasks: list[asyncio.Task[DirRun]] = []
 
             async def one(pending: _Pending) -> DirRun:
-                outcome, events = await self._run_session(root, pending)
-                async with state.lock:
-                    begun = time.monotonic()
-                    run = await self._commit(state, root, pending, outcome, started_at, job_id)
-                    state.db_seconds += time.monotonic() - begun
-                self._report(run, [(outcome, events)], started)
-                return run
+                try:
+                    outcome, events = await self._run_session(root, pending)
+                    async with state.lock:
+                        begun = time.monotonic()
+                        run = await self._commit(state, root, pending, outcome, started_at, job_id)
+                        state.db_seconds += time.monotonic() - begun
+                    if outcome.outcome == "failed":
+                        failed.add(pending.session)  # its retry waits its backoff
+                    self._report(run, [(outcome, events)], started)
+                    return run
+                finally:
+                    running.discard(pending.session)
+                    ended.set()
 
             try:
                 async with asyncio.TaskGroup() as group:
-                    tasks = [group.create_task(one(p)) for p in pendings]
-            except BaseExceptionGroup as failed:
+
+                    def start(pending: _Pending) -> None:
+                        running.add(pending.session)
+                        tasks.append(group.create_task(one(pending)))
+
+                    for pending in pendings:
+                        start(pending)
+                    # While runs go on (one may hang until run_timeout), turns arriving
+                    # for the other sessions are taken up here, not left waiting behind
+                    # this job: looked for when a run ends, and every poll_interval.
+                    until = started + settings.run_timeout
+                    while running and not state.conflict and time.monotonic() < until:
+                        wait = min(settings.poll_interval, until - time.monotonic())
+                        with contextlib.suppress(TimeoutError):
+                            async with asyncio.timeout(max(wait, 0.0)):
+                                await ended.wait()
+                        ended.clear()  # a run ending from here on wakes the next wait
+                        if not running or state.conflict:
+                            break
+                        begun = time.monotonic()
+                        more = await self._more_pendings(dir_id, state.generation, running | failed)
+                        state.db_seconds += time.monotonic() - begun
+                        for pending in more:
+                            start(pending)
+            except BaseExceptionGroup as group_failed:
                 # A commit that raised (the database gone) cancelled the other runs: say
                 # why in the job's own terms, not the group's.
-                raise failed.exceptions[0] from None
+                raise group_failed.exceptions[0] from None
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         runs = [task.result() for task in tasks]
@@ -450,46 +483,73 @@ class QueueWorker:
             ).fetchone()
             clock, generation = head if head else (None, None)
             files = await (await conn.execute(FILES_SQL, (dir_id,))).fetchall()
-            pendings: list[_Pending] = []
-            rows = await (await conn.execute(_SNAPSHOT_PENDING, (dir_id,))).fetchall()
-            for row in rows:
-                session, upto, version, turns, attempts, params, cwd, sent = row[:8]
-                host_root, cursor_uuid, cursor_seq, since, covered_at = row[8:]
-                # The new messages and the context before the cursor a run needs, never
-                # the whole conversation (see memdir.queue._runs).
-                read = await read_session(
-                    conn,
-                    dir_id,
-                    session,
-                    cursor_seq=int(cursor_seq),
-                    cursor_uuid=cursor_uuid,
-                    upto=int(upto),
-                    window_tokens=self.settings.config.window_tokens,
-                    tool_result_chars=self.settings.config.tool_result_chars,
-                )
-                pendings.append(
-                    _Pending(
-                        dir_id=dir_id,
-                        session=session,
-                        upto_seq=int(upto),
-                        version=int(version),
-                        turns=int(turns),
-                        attempts=int(attempts),
-                        params=params,
-                        cwd=cwd,
-                        last_request_at=sent,
-                        host_memory_root=host_root,
-                        cursor_uuid=cursor_uuid,
-                        cursor_seq=int(cursor_seq),
-                        turns_since_run=int(since),
-                        covered_at=covered_at,
-                        read=read,
-                    )
-                )
+            pendings = await self._read_pendings(conn, dir_id, ())
         snapshot = await asyncio.to_thread(
             write_checkout, root, dir_id, int(generation or 0), files
         )
         return snapshot, pendings, clock
+
+    async def _read_pendings(
+        self, conn: psycopg.AsyncConnection[Any], dir_id: str, skip: Collection[str]
+    ) -> list[_Pending]:
+        """The directory's runnable pending rows, but those of the sessions in ``skip``,
+        each with the messages its run reads."""
+        pendings: list[_Pending] = []
+        rows = await (await conn.execute(_SNAPSHOT_PENDING, (dir_id,))).fetchall()
+        for row in rows:
+            session, upto, version, turns, attempts, params, cwd, sent = row[:8]
+            host_root, cursor_uuid, cursor_seq, since, covered_at = row[8:]
+            if session in skip:
+                continue
+            # The new messages and the context before the cursor a run needs, never the
+            # whole conversation (see memdir.queue._runs).
+            read = await read_session(
+                conn,
+                dir_id,
+                session,
+                cursor_seq=int(cursor_seq),
+                cursor_uuid=cursor_uuid,
+                upto=int(upto),
+                window_tokens=self.settings.config.window_tokens,
+                tool_result_chars=self.settings.config.tool_result_chars,
+            )
+            pendings.append(
+                _Pending(
+                    dir_id=dir_id,
+                    session=session,
+                    upto_seq=int(upto),
+                    version=int(version),
+                    turns=int(turns),
+                    attempts=int(attempts),
+                    params=params,
+                    cwd=cwd,
+                    last_request_at=sent,
+                    host_memory_root=host_root,
+                    cursor_uuid=cursor_uuid,
+                    cursor_seq=int(cursor_seq),
+                    turns_since_run=int(since),
+                    covered_at=covered_at,
+                    read=read,
+                )
+            )
+        return pendings
+
+    async def _more_pendings(
+        self, dir_id: str, generation: int, skip: Collection[str]
+    ) -> list[_Pending]:
+        """Turns that arrived while the job's runs went on, for sessions not running now
+        (``skip``); none when the directory moved past ``generation`` (another worker
+        committed: this job's next commit would be refused anyway)."""
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            head = await (
+                await conn.execute(
+                    "SELECT generation FROM memdir_dirs WHERE dir_id = %s", (dir_id,)
+                )
+            ).fetchone()
+            if head is None or int(head[0]) != generation:
+                return []
+            return await self._read_pendings(conn, dir_id, skip)
 
     async def _run_session(
         self, root: Path, pending: _Pending
