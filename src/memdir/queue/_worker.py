@@ -11,8 +11,10 @@ previous commit left), writes the files changed since, moves that session's curs
 and deletes its pending row only if its version is the one read: a turn that arrived
 during the run keeps its row, and the job that turn deferred (allowed, since this one
 is ``doing``, not ``todo``) runs it next. The commits of one job take turns; the
-directory's lock keeps other jobs out. So a session whose run hangs holds back no other
-session: it is cancelled at ``run_timeout``, retried, and parked after
+directory's lock keeps other jobs out, so while a run goes on, turns arriving for the
+directory's other sessions are taken up by this job too (when a run ends, and every
+``poll_interval``), not left waiting behind it. A session whose run hangs holds back no
+other session: it is cancelled at ``run_timeout``, retried, and parked after
 ``max_attempts``. The events one machine would emit (``extract.run``,
 ``extract.throttled``, …, tagged with the directory and session) go out after their
 session's commit, so a run reported is a run committed.
@@ -103,7 +105,9 @@ class WorkerSettings:
     """Failed attempts (errors, timeouts) after which a session is parked: its turn kept,
     no more retries until a newer turn or ``memdir queue retry``, the job failed with why."""
     poll_interval: float = 5.0
-    """How often idle workers look for scheduled jobs (retries); new ones come by NOTIFY."""
+    """How often idle workers look for scheduled jobs (retries); new ones come by NOTIFY.
+    Also how often a job whose runs go on looks for turns of its directory's other
+    sessions."""
     heartbeat_interval: float = 10.0
     prune_cron: str | None = "17 * * * *"
     """When consumed messages, old runs and finished jobs are pruned (cron syntax, as
