@@ -52,10 +52,11 @@ def _stop(processes: Sequence[multiprocessing.process.BaseProcess]) -> None:
 
 
 def _run_overlaps(logs: Sequence[Path]) -> Iterator[str]:
-    """Runs of one directory that were under way at the same time, refused ones too,
-    from the workers' own events (each run's ``extract.started`` to its
-    ``extract.committed`` or ``extract.conflict``): the lock's promise, seen apart from
-    the generation, which would only refuse the second commit."""
+    """Jobs of one directory that were under way at the same time, refused ones too,
+    from the workers' own events (each job's ``extract.started`` to its
+    ``extract.finished``; its sessions commit one by one in between, and a refused one
+    says ``extract.conflict``): the lock's promise, seen apart from the generation, which
+    would only refuse the second commit."""
     opened: dict[tuple[str, str], list[str]] = {}
     spans: dict[str, list[tuple[str, str]]] = {}
     for log in logs:
@@ -67,9 +68,9 @@ def _run_overlaps(logs: Sequence[Path]) -> Iterator[str]:
             key = (fields.get("worker", ""), fields.get("dir_id", ""))
             if name == "extract.started":
                 opened.setdefault(key, []).append(record["ts"])
-            elif name in ("extract.committed", "extract.conflict"):
-                if name == "extract.conflict":
-                    yield f"{key[1]}: a commit by {key[0]} was refused"
+            elif name == "extract.conflict":
+                yield f"{key[1]}: a commit by {key[0]} was refused"
+            elif name == "extract.finished":
                 spans.setdefault(key[1], []).append((opened[key].pop(0), record["ts"]))
     for dir_id, chain in spans.items():
         chain.sort()
@@ -83,7 +84,7 @@ def _check_runs(dsn: str, sessions: dict[tuple[str, str], int]) -> Iterator[str]
     with psycopg.connect(dsn) as conn:
         runs = conn.execute(
             "SELECT dir_id, session, generation, from_seq, to_seq, started_at, committed_at, "
-            "worker FROM memdir_runs ORDER BY dir_id, generation, session"
+            "worker, job_id FROM memdir_runs ORDER BY dir_id, generation, session"
         ).fetchall()
         cursors = {
             (d, s): c
@@ -94,11 +95,14 @@ def _check_runs(dsn: str, sessions: dict[tuple[str, str], int]) -> Iterator[str]
     for row in runs:
         by_dir.setdefault(row[0], []).append(row)
     for dir_id, rows in by_dir.items():
-        # One interval per generation (a run covers several sessions in one commit).
-        spans: dict[int, tuple[Any, Any]] = {}
-        for _, _, gen, _, _, start, end, _ in rows:
-            spans[gen] = (start, end)
-        ordered = [spans[g] for g in sorted(spans)]
+        # One interval per job: its sessions run side by side and commit one by one
+        # (a direct call, with no job, is its own).
+        spans: dict[Any, tuple[Any, Any]] = {}
+        for _, _, gen, _, _, start, end, _, job in rows:
+            key = ("job", job) if job is not None else ("generation", gen)
+            first, last = spans.get(key, (start, end))
+            spans[key] = (min(first, start), max(last, end))
+        ordered = sorted(spans.values())
         for (_, end), (start, _) in itertools.pairwise(ordered):
             if start < end:
                 yield f"{dir_id}: runs overlap ({start} < {end})"

@@ -111,6 +111,26 @@ class _Models:
 )
 @click.option("--name", help="This worker's name in the queue (default: host:pid).")
 @click.option(
+    "--run-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=900.0,
+    show_default=True,
+    help="Seconds a session's run may take before it is cancelled and retried.",
+)
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Failed attempts after which a session is parked and its job failed with why.",
+)
+@click.option(
+    "--prune-cron",
+    default="17 * * * *",
+    show_default=True,
+    help="When to prune consumed messages, old runs and finished jobs (cron syntax; 'off': never).",
+)
+@click.option(
     "--events",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Append telemetry events to this JSONL file (also logged).",
@@ -131,6 +151,9 @@ def worker_command(
     team: bool,
     concurrency: int,
     name: str | None,
+    run_timeout: float,
+    max_attempts: int,
+    prune_cron: str,
     events: Path | None,
     init_schema: bool,
 ) -> None:
@@ -153,6 +176,9 @@ def worker_command(
         models=_Models(model, base_url),
         config=config,
         concurrency=concurrency,
+        run_timeout=run_timeout,
+        max_attempts=max_attempts,
+        prune_cron=None if prune_cron == "off" else prune_cron,
         sink=sink,
     )
     if name:

@@ -21,6 +21,8 @@ require("psycopg_pool")
 
 from memdir.queue._app import EXTRACT_TASK, NOTIFY_CHANNEL, QUEUE_NAME, make_app  # noqa: E402
 from memdir.queue._producer import DEFAULT_SESSION, QueueExtractor, TurnRecorded  # noqa: E402
+from memdir.queue._prune import PruneResult, aprune, prune  # noqa: E402
+from memdir.queue._runs import unpark  # noqa: E402
 from memdir.queue._schema import SCHEMA_SQL, apply_schema  # noqa: E402
 from memdir.queue._status import QueueStatus, queue_status  # noqa: E402
 from memdir.queue._store import export_dir  # noqa: E402
@@ -41,6 +43,7 @@ __all__ = [
     "SCHEMA_SQL",
     "DirRun",
     "PostgresNotFoundError",
+    "PruneResult",
     "QueueExtractor",
     "QueueStatus",
     "QueueWorker",
@@ -49,8 +52,11 @@ __all__ = [
     "TurnRecorded",
     "WorkerSettings",
     "apply_schema",
+    "aprune",
     "export_dir",
     "make_app",
+    "prune",
     "queue_status",
     "sweep",
+    "unpark",
 ]

@@ -137,6 +137,19 @@ CREATE TRIGGER memdir_wake_on_unlock_delete
     FOR EACH ROW WHEN (old.status = 'doing' AND old.lock IS NOT NULL
                        AND old.task_name = 'memdir.extract')
     EXECUTE FUNCTION memdir_wake_on_unlock();
+
+-- Runs bounded (issue 26). A session that failed max_attempts times is parked at the
+-- version it failed on: no job retries it until a newer turn (or `memdir queue retry`).
+ALTER TABLE memdir_pending ADD COLUMN IF NOT EXISTS parked_version bigint;
+ALTER TABLE memdir_pending ADD COLUMN IF NOT EXISTS parked_at timestamptz;
+-- The first message the session's last run read before its cursor: what a later run can
+-- still need begins there, the messages before it may be pruned.
+ALTER TABLE memdir_sessions ADD COLUMN IF NOT EXISTS keep_from_seq bigint NOT NULL DEFAULT 0;
+-- A run reads the host's system and developer messages wherever they are; pruning
+-- keeps them.
+CREATE INDEX IF NOT EXISTS memdir_messages_pinned_idx ON memdir_messages (dir_id, session, seq)
+    WHERE body->>'role' IN ('system', 'developer');
+CREATE INDEX IF NOT EXISTS memdir_runs_committed_idx ON memdir_runs (committed_at);
 """
 
 

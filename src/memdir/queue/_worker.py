@@ -1,15 +1,23 @@
-"""The worker's side: one job runs one directory — snapshot, extract, fenced commit.
+"""The worker's side: one job runs one directory — snapshot, extract, fenced commits.
 
-A job reads the directory's pending rows (one per session with an unprocessed turn)
-and checks the directory out at generation *G* into a scratch folder. For each session
-it runs memdir's own :class:`~memdir.MemoryExtractor` there, restored to the session's
-cursor, exactly as one machine would (fork with the host's shipped request, or the
-standalone request). Then one transaction compares-and-swaps the generation, writes the
-changed files, moves the cursors, and deletes only the pending rows whose version is
-the one it read: a turn that arrived during the run keeps its row, and the job that
-turn deferred (allowed, since this one is ``doing``, not ``todo``) runs it next. The
-events one machine would emit (``extract.run``, ``extract.throttled``, …, tagged with the
-directory and session) go out after that commit, so a run reported is a run committed.
+A job reads the directory's pending rows (one per session with an unprocessed turn,
+and of each session only the messages after its cursor and the context a run needs,
+see :mod:`memdir.queue._runs`) and checks the directory out at generation *G* into a
+scratch folder. There it runs memdir's own :class:`~memdir.MemoryExtractor` for each
+session at once, restored to the session's cursor, exactly as one machine would (fork
+with the host's shipped request, or the standalone request). As each session's run
+ends, one transaction compares-and-swaps the generation (*G*, then what the job's
+previous commit left), writes the files changed since, moves that session's cursor,
+and deletes its pending row only if its version is the one read: a turn that arrived
+during the run keeps its row, and the job that turn deferred (allowed, since this one
+is ``doing``, not ``todo``) runs it next. The commits of one job take turns; the
+directory's lock keeps other jobs out, so while a run goes on, turns arriving for the
+directory's other sessions are taken up by this job too (when a run ends, and every
+``poll_interval``), not left waiting behind it. A session whose run hangs holds back no
+other session: it is cancelled at ``run_timeout``, retried, and parked after
+``max_attempts``. The events one machine would emit (``extract.run``,
+``extract.throttled``, …, tagged with the directory and session) go out after their
+session's commit, so a run reported is a run committed.
 
 Two rules keep a directory from being blocked for good (both from procrastinate's open
 issues, see the scale-out note): the extract task has no ``RetryStrategy`` — a failed
@@ -27,7 +35,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,11 +50,19 @@ from memdir.extract._coordinator import Outcome, host_memory_paths, start_after
 from memdir.messages import Message
 from memdir.models import Model
 from memdir.queue._app import EXTRACT_TASK, NOTIFY_CHANNEL, QUEUE_NAME, SWEEP_TASK, make_app
-from memdir.queue._codec import decode_message, decode_params, model_name
+from memdir.queue._codec import decode_params, model_name
+from memdir.queue._prune import DAY, register_prune
+from memdir.queue._runs import (
+    RUNNABLE_PENDING,
+    SessionMessages,
+    SessionsParkedError,
+    changed_files,
+    failure_reason,
+    read_session,
+)
 from memdir.queue._store import (
     FILES_SQL,
     Checkout,
-    local_files_with_times,
     sha256,
     write_checkout,
 )
@@ -83,13 +99,29 @@ class WorkerSettings:
     scratch: Path | None = None
     """Where working copies are checked out (default: the system's temporary folder)."""
     run_timeout: float = 900.0
-    """The most one session's extraction may take."""
+    """The most one session's extraction may take; past it the run is cancelled and
+    counts as a failed attempt."""
+    max_attempts: int = 3
+    """Failed attempts (errors, timeouts) after which a session is parked: its turn kept,
+    no more retries until a newer turn or ``memdir queue retry``, the job failed with why."""
     poll_interval: float = 5.0
-    """How often idle workers look for scheduled jobs (retries); new ones come by NOTIFY."""
+    """How often idle workers look for scheduled jobs (retries); new ones come by NOTIFY.
+    Also how often a job whose runs go on looks for turns of its directory's other
+    sessions."""
     heartbeat_interval: float = 10.0
+    prune_cron: str | None = "17 * * * *"
+    """When consumed messages, old runs and finished jobs are pruned (cron syntax, as
+    ``sweep_cron``); None: this worker defers no prunes."""
+    keep_runs_seconds: float | None = 7 * DAY
+    """How long committed runs' audit rows are kept (None: for good)."""
+    keep_finished_seconds: float | None = DAY
+    """How long finished (succeeded, cancelled) jobs are kept when ``keep_jobs``."""
+    keep_failed_seconds: float | None = 7 * DAY
+    """How long failed jobs, and why they failed, are kept for ``memdir queue status``."""
     keep_jobs: bool = False
-    """Keep succeeded jobs (and their ``procrastinate_events``) for inspection; by
-    default they are deleted, failed ones always kept for ``memdir queue status``."""
+    """Keep succeeded jobs (and their ``procrastinate_events``) for inspection, for
+    ``keep_finished_seconds``; by default they are deleted at once, failed ones kept for
+    ``memdir queue status`` (``keep_failed_seconds``)."""
     sink: Sink | None = None
 
 
@@ -105,6 +137,9 @@ class SessionOutcome:
     error: str | None = None
     covered_at: float | None = None
     """When the run ended (epoch seconds): memdir's own writes of this run are older."""
+    rows_read: int = 0
+    """Message rows the run read from the database: its new messages and the context
+    before the cursor it needs, whatever the conversation's length."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,6 +157,12 @@ class DirRun:
     memories: tuple[str, ...] = ()
     """The memory files the commit wrote (relative paths, indexes left out): what the
     worker reports saved, one ``queue.memory_saved`` event each."""
+    commits: int = 0
+    """Commits made: each session's run commits on its own as soon as it ends."""
+    parked: tuple[str, ...] = ()
+    """Why sessions were parked (their ``max_attempts``-th failure), one line each."""
+    db_seconds: float = 0.0
+    """Time spent reading and committing in the database (the runs left out)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,20 +183,41 @@ class _Pending:
     covered_at: float | None
     """When the session's cursor last moved (epoch seconds): memory files changed since
     then, stamped with the session, were written by another agent."""
-    messages: tuple[Message, ...]
+    read: SessionMessages
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        return self.read.messages
+
+    def uuid_at(self, seq: int) -> str | None:
+        """The uuid of the message at ``seq`` among those read (None: none there)."""
+        for index, at in enumerate(self.read.seqs):
+            if at == seq:
+                return self.messages[index].uuid
+        return None
 
 
-_SNAPSHOT_PENDING = """
-SELECT p.session, p.upto_seq, p.version, p.turns, p.attempts, p.params, p.cwd,
+_SNAPSHOT_PENDING = f"""
+SELECT p.session, p.upto_seq, p.version, p.turns,
+       CASE WHEN p.parked_version IS NULL THEN p.attempts ELSE 0 END, p.params, p.cwd,
        p.last_request_at, p.host_memory_root,
        s.cursor_uuid, s.cursor_seq, s.turns_since_run, s.covered_at
 FROM memdir_pending p JOIN memdir_sessions s USING (dir_id, session)
-WHERE p.dir_id = %s ORDER BY p.session
+WHERE p.dir_id = %s AND {RUNNABLE_PENDING} ORDER BY p.session
 """
-_SNAPSHOT_MESSAGES = """
-SELECT body FROM memdir_messages
-WHERE dir_id = %s AND session = %s AND seq <= %s ORDER BY seq
-"""
+
+
+@dataclass
+class _Commits:
+    """Where a job's commits stand: each session's run commits as soon as it ends, one
+    at a time, each fenced by the generation the one before left."""
+
+    generation: int
+    files: dict[str, str]
+    """What the database holds now, path → sha256: a commit writes what differs."""
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    conflict: bool = False
+    db_seconds: float = 0.0
 
 
 class QueueWorker:
@@ -177,7 +239,9 @@ class QueueWorker:
             context: procrastinate.JobContext, dir_id: str, attempt: int = 0
         ) -> None:
             try:
-                await worker.extract(dir_id, job_id=context.job.id)
+                run = await worker.extract(dir_id, job_id=context.job.id)
+                if run.parked:  # the job ends failed, with why, once its commits are in
+                    raise SessionsParkedError("; ".join(run.parked))
             except Exception as exc:
                 await worker._record_failure(context.job.id, dir_id, exc)
                 raise
@@ -197,6 +261,7 @@ class QueueWorker:
             self.app.periodic(
                 cron=settings.sweep_cron, periodic_id="memdir", queueing_lock=SWEEP_TASK
             )(task)
+        register_prune(self.app, settings)
 
     async def run(self, *, wait: bool = True, install_signal_handlers: bool = True) -> None:
         """Work until stopped (``wait``) or until no job is left to start (not ``wait``)."""
@@ -230,7 +295,11 @@ class QueueWorker:
     # --- one job --------------------------------------------------------------------------
 
     async def extract(self, dir_id: str, *, job_id: int | None = None) -> DirRun:
-        """Run the directory's pending turns and commit them, fenced by the generation."""
+        """Run the directory's pending turns and commit them, fenced by the generation.
+
+        The directory's sessions run at once, in one working copy, as they would on one
+        machine; each commits as soon as its run ends, so a session whose run hangs
+        holds back none of the others (it is cancelled at ``run_timeout``)."""
         settings = self.settings
         started = time.monotonic()
         scratch = Path(tempfile.mkdtemp(prefix="memdir-run-", dir=settings.scratch))
@@ -238,8 +307,14 @@ class QueueWorker:
         root.mkdir(mode=0o700)
         try:
             snapshot, pendings, started_at = await self._snapshot(dir_id, root)
+            read_seconds = time.monotonic() - started
             if not pendings:
-                return DirRun(dir_id=dir_id, generation=snapshot.generation, committed=False)
+                return DirRun(
+                    dir_id=dir_id,
+                    generation=snapshot.generation,
+                    committed=False,
+                    db_seconds=read_seconds,
+                )
             emit(
                 settings.sink,
                 "extract.started",
@@ -248,14 +323,99 @@ class QueueWorker:
                 sessions=len(pendings),
                 worker=settings.name,
             )
-            reports = [await self._run_session(root, p) for p in pendings]
-            outcomes = [outcome for outcome, _ in reports]
-            run = await self._commit(snapshot, root, pendings, outcomes, started_at, job_id)
+            state = _Commits(generation=snapshot.generation, files=dict(snapshot.files))
+            state.db_seconds = read_seconds
+            running: set[str] = set()
+            failed: set[str] = set()
+            ended = asyncio.Event()
+            tasks: list[asyncio.Task[DirRun]] = []
+
+            async def one(pending: _Pending) -> DirRun:
+                try:
+                    outcome, events = await self._run_session(root, pending)
+                    async with state.lock:
+                        begun = time.monotonic()
+                        run = await self._commit(state, root, pending, outcome, started_at, job_id)
+                        state.db_seconds += time.monotonic() - begun
+                    if outcome.outcome == "failed":
+                        failed.add(pending.session)  # its retry waits its backoff
+                    self._report(run, [(outcome, events)], started)
+                    return run
+                finally:
+                    running.discard(pending.session)
+                    ended.set()
+
+            try:
+                async with asyncio.TaskGroup() as group:
+
+                    def start(pending: _Pending) -> None:
+                        running.add(pending.session)
+                        tasks.append(group.create_task(one(pending)))
+
+                    for pending in pendings:
+                        start(pending)
+                    # While runs go on (one may hang until run_timeout), turns arriving
+                    # for the other sessions are taken up here, not left waiting behind
+                    # this job: looked for when a run ends, and every poll_interval.
+                    until = started + settings.run_timeout
+                    while running and not state.conflict and time.monotonic() < until:
+                        wait = min(settings.poll_interval, until - time.monotonic())
+                        with contextlib.suppress(TimeoutError):
+                            async with asyncio.timeout(max(wait, 0.0)):
+                                await ended.wait()
+                        ended.clear()  # a run ending from here on wakes the next wait
+                        if not running or state.conflict:
+                            break
+                        begun = time.monotonic()
+                        more = await self._more_pendings(dir_id, state.generation, running | failed)
+                        state.db_seconds += time.monotonic() - begun
+                        for pending in more:
+                            start(pending)
+            except BaseExceptionGroup as group_failed:
+                # A commit that raised (the database gone) cancelled the other runs: say
+                # why in the job's own terms, not the group's.
+                raise group_failed.exceptions[0] from None
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        # The runs' own events go out only now: on one machine extract.run means the
-        # memories are on disk, here it means they are committed. A refused commit's
-        # runs are still reported (their tokens were spent), marked discarded.
+        runs = [task.result() for task in tasks]
+        # The job's end: its runs ran side by side, each committed on its own
+        # (extract.committed, one per session); between extract.started and this, no
+        # other job ran the directory.
+        emit(
+            settings.sink,
+            "extract.finished",
+            dir_id=dir_id,
+            generation=snapshot.generation,
+            commits=sum(r.commits for r in runs),
+            conflict=any(r.conflict for r in runs),
+            duration_ms=int((time.monotonic() - started) * 1000),
+            worker=settings.name,
+        )
+        return DirRun(
+            dir_id=dir_id,
+            generation=snapshot.generation,
+            committed=any(r.committed for r in runs),
+            conflict=any(r.conflict for r in runs),
+            sessions=tuple(o for r in runs for o in r.sessions),
+            files_changed=sum(r.files_changed for r in runs),
+            memories=tuple(m for r in runs for m in r.memories),
+            commits=sum(r.commits for r in runs),
+            parked=tuple(p for r in runs for p in r.parked),
+            db_seconds=state.db_seconds,
+        )
+
+    def _report(
+        self,
+        run: DirRun,
+        reports: Sequence[tuple[SessionOutcome, list[Event]]],
+        started: float,
+    ) -> None:
+        """The events of one commit. The runs' own go out only now: on one machine
+        extract.run means the memories are on disk, here it means they are committed. A
+        refused commit's runs are still reported (their tokens were spent), marked
+        discarded."""
+        settings = self.settings
+        dir_id = run.dir_id
         discarded = {"discarded": True} if run.conflict else {}
         for outcome, events in reports:
             for event in events:
@@ -270,6 +430,7 @@ class QueueWorker:
             failed=sum(1 for o in run.sessions if o.outcome == "failed"),
             files_changed=run.files_changed,
             memories_saved=len(run.memories),
+            rows_read=sum(o.rows_read for o in run.sessions),
             duration_ms=int((time.monotonic() - started) * 1000),
             worker=settings.name,
         )
@@ -281,7 +442,6 @@ class QueueWorker:
                 path=path,
                 generation=run.generation + 1,
             )
-        return run
 
     async def _record_failure(self, job_id: int | None, dir_id: str, exc: Exception) -> None:
         """Keep why a job raised, for ``memdir queue status`` (best effort: the database
@@ -327,37 +487,73 @@ class QueueWorker:
             ).fetchone()
             clock, generation = head if head else (None, None)
             files = await (await conn.execute(FILES_SQL, (dir_id,))).fetchall()
-            pendings: list[_Pending] = []
-            rows = await (await conn.execute(_SNAPSHOT_PENDING, (dir_id,))).fetchall()
-            for row in rows:
-                session, upto, version, turns, attempts, params, cwd, sent = row[:8]
-                host_root, cursor_uuid, cursor_seq, since, covered_at = row[8:]
-                bodies = await (
-                    await conn.execute(_SNAPSHOT_MESSAGES, (dir_id, session, upto))
-                ).fetchall()
-                pendings.append(
-                    _Pending(
-                        dir_id=dir_id,
-                        session=session,
-                        upto_seq=int(upto),
-                        version=int(version),
-                        turns=int(turns),
-                        attempts=int(attempts),
-                        params=params,
-                        cwd=cwd,
-                        last_request_at=sent,
-                        host_memory_root=host_root,
-                        cursor_uuid=cursor_uuid,
-                        cursor_seq=int(cursor_seq),
-                        turns_since_run=int(since),
-                        covered_at=covered_at,
-                        messages=tuple(decode_message(b[0]) for b in bodies),
-                    )
-                )
+            pendings = await self._read_pendings(conn, dir_id, ())
         snapshot = await asyncio.to_thread(
             write_checkout, root, dir_id, int(generation or 0), files
         )
         return snapshot, pendings, clock
+
+    async def _read_pendings(
+        self, conn: psycopg.AsyncConnection[Any], dir_id: str, skip: Collection[str]
+    ) -> list[_Pending]:
+        """The directory's runnable pending rows, but those of the sessions in ``skip``,
+        each with the messages its run reads."""
+        pendings: list[_Pending] = []
+        rows = await (await conn.execute(_SNAPSHOT_PENDING, (dir_id,))).fetchall()
+        for row in rows:
+            session, upto, version, turns, attempts, params, cwd, sent = row[:8]
+            host_root, cursor_uuid, cursor_seq, since, covered_at = row[8:]
+            if session in skip:
+                continue
+            # The new messages and the context before the cursor a run needs, never the
+            # whole conversation (see memdir.queue._runs).
+            read = await read_session(
+                conn,
+                dir_id,
+                session,
+                cursor_seq=int(cursor_seq),
+                cursor_uuid=cursor_uuid,
+                upto=int(upto),
+                window_tokens=self.settings.config.window_tokens,
+                tool_result_chars=self.settings.config.tool_result_chars,
+            )
+            pendings.append(
+                _Pending(
+                    dir_id=dir_id,
+                    session=session,
+                    upto_seq=int(upto),
+                    version=int(version),
+                    turns=int(turns),
+                    attempts=int(attempts),
+                    params=params,
+                    cwd=cwd,
+                    last_request_at=sent,
+                    host_memory_root=host_root,
+                    cursor_uuid=cursor_uuid,
+                    cursor_seq=int(cursor_seq),
+                    turns_since_run=int(since),
+                    covered_at=covered_at,
+                    read=read,
+                )
+            )
+        return pendings
+
+    async def _more_pendings(
+        self, dir_id: str, generation: int, skip: Collection[str]
+    ) -> list[_Pending]:
+        """Turns that arrived while the job's runs went on, for sessions not running now
+        (``skip``); none when the directory moved past ``generation`` (another worker
+        committed: this job's next commit would be refused anyway)."""
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            head = await (
+                await conn.execute(
+                    "SELECT generation FROM memdir_dirs WHERE dir_id = %s", (dir_id,)
+                )
+            ).fetchone()
+            if head is None or int(head[0]) != generation:
+                return []
+            return await self._read_pendings(conn, dir_id, skip)
 
     async def _run_session(
         self, root: Path, pending: _Pending
@@ -367,6 +563,7 @@ class QueueWorker:
         after the commit. What happened is read from the returned outcome."""
         settings = self.settings
         messages = pending.messages
+        read = pending.read
         start = start_after(messages, pending.cursor_uuid)
         name = model_name(pending.params) if pending.params is not None else None
         model = settings.models(name)
@@ -392,9 +589,10 @@ class QueueWorker:
             last_request_at=pending.last_request_at,
         )
         try:
-            outcome = await asyncio.wait_for(
-                extractor.process(turn, turns=pending.turns), settings.run_timeout
-            )
+            # In this task, not a new one: at the deadline the model's call is cancelled
+            # where it waits, and unwound before this returns; nothing keeps running.
+            async with asyncio.timeout(settings.run_timeout):
+                outcome = await extractor.process(turn, turns=pending.turns)
         except TimeoutError:
             # Cancelled: what a run covered before the time ran out still counts.
             end = start_after(messages, extractor.cursor) if extractor.cursor else start
@@ -406,81 +604,101 @@ class QueueWorker:
             )
         events = list(collected.events)
         covered_at = extractor.position.covered_at
+        first, before = read.seq_before(start) + 1, read.seq_before(start)
         if outcome.status == "throttled":
             result = SessionOutcome(
-                session=pending.session, outcome="throttled", from_seq=start + 1, to_seq=start
+                session=pending.session,
+                outcome="throttled",
+                from_seq=first,
+                to_seq=before,
+                rows_read=read.rows,
             )
         elif outcome.status == "failed":
             result = SessionOutcome(
                 session=pending.session,
                 outcome="failed",
-                from_seq=start + 1,
-                to_seq=start,
+                from_seq=first,
+                to_seq=before,
                 error=outcome.error or "failed",
+                rows_read=read.rows,
             )
         else:
             end = outcome.end if outcome.status in ("ran", "skipped") else start
             result = SessionOutcome(
                 session=pending.session,
                 outcome="skipped" if outcome.status == "skipped" else "ran",
-                from_seq=start + 1,
-                to_seq=end,
+                from_seq=first,
+                to_seq=read.seq_before(end),
                 covered_at=covered_at if covered_at is not None else time.time(),
+                rows_read=read.rows,
             )
         return result, events
 
     async def _commit(
         self,
-        snapshot: Checkout,
+        state: _Commits,
         root: Path,
-        pendings: Sequence[_Pending],
-        outcomes: Sequence[SessionOutcome],
+        pending: _Pending,
+        outcome: SessionOutcome,
         started_at: Any,
         job_id: int | None,
     ) -> DirRun:
-        dir_id = snapshot.dir_id
-        files = await asyncio.to_thread(_changed_files, root, snapshot)
+        """One session's run: the working copy's changes since the job's last commit,
+        the session's cursor and pending row, fenced by the generation that commit left
+        (the caller holds ``state.lock``). The working copy is shared with the sessions
+        still running: what they wrote so far goes too, as it would be on one
+        machine's disk, and their own commits then carry only what follows."""
+        dir_id = pending.dir_id
+        generation = state.generation
+        refused = DirRun(
+            dir_id=dir_id,
+            generation=generation,
+            committed=False,
+            conflict=True,
+            sessions=(outcome,),
+        )
+        if state.conflict:
+            return refused
+        files = await asyncio.to_thread(changed_files, root, state.files)
         async with self._connection() as conn, conn.transaction():
             fenced = await (
                 await conn.execute(
                     "UPDATE memdir_dirs SET generation = generation + 1, updated_at = now() "
                     "WHERE dir_id = %s AND generation = %s RETURNING generation",
-                    (dir_id, snapshot.generation),
+                    (dir_id, generation),
                 )
             ).fetchone()
             if fenced is None:
                 # Someone committed since the checkout (this worker was presumed dead, or
                 # ran beside another): drop everything, the pending rows are untouched.
-                return DirRun(
-                    dir_id=dir_id,
-                    generation=snapshot.generation,
-                    committed=False,
-                    conflict=True,
-                    sessions=tuple(outcomes),
-                )
+                state.conflict = True
+                return refused
             changed = await _write_files(conn, dir_id, files)
-            retry_attempt = 0
-            for pending, outcome in zip(pendings, outcomes, strict=True):
-                retry_attempt = max(
-                    retry_attempt,
-                    await self._commit_session(
-                        conn, dir_id, snapshot.generation, pending, outcome, started_at, job_id
-                    ),
-                )
+            retry_attempt, parked = await self._commit_session(
+                conn, dir_id, generation, pending, outcome, started_at, job_id
+            )
             await conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, dir_id))
             if retry_attempt:
                 await self._defer_retry(conn, dir_id, retry_attempt)
+        state.generation = generation + 1
+        for path, content, _ in files:
+            if content is None:
+                state.files.pop(path, None)
+            else:
+                state.files[path] = sha256(content)
         return DirRun(
             dir_id=dir_id,
-            generation=snapshot.generation,
+            generation=generation,
             committed=True,
-            sessions=tuple(outcomes),
+            sessions=(outcome,),
             files_changed=changed,
             memories=tuple(
                 path
                 for path, content, _ in files
                 if content is not None and posixpath.basename(path) != ENTRYPOINT_NAME
             ),
+            commits=1,
+            parked=(parked,) if parked is not None else (),
         )
 
     async def _commit_session(
@@ -492,17 +710,40 @@ class QueueWorker:
         outcome: SessionOutcome,
         started_at: Any,
         job_id: int | None,
-    ) -> int:
+    ) -> tuple[int, str | None]:
         """Cursors, the run's audit row and the consumed pending row of one session;
-        returns the attempt number to retry it with (0: no retry)."""
+        returns the attempt number to retry it with (0: no retry) and, for a session
+        parked now, why."""
         keys = (dir_id, pending.session)
         if outcome.outcome == "failed":
+            attempts = pending.attempts + 1
+            error = outcome.error or "failed"
+            if attempts >= self.settings.max_attempts:
+                reason = failure_reason(pending.session, error, attempts)
+                # Parked at the version that failed: a turn that arrived meanwhile is
+                # new work, and is retried as usual instead.
+                parked = await conn.execute(
+                    "UPDATE memdir_pending SET attempts = %s, last_error = %s, "
+                    "parked_version = version, parked_at = clock_timestamp() "
+                    "WHERE dir_id = %s AND session = %s AND version = %s",
+                    (attempts, reason, *keys, pending.version),
+                )
+                if parked.rowcount:
+                    emit(
+                        self.settings.sink,
+                        "extract.parked",
+                        dir_id=dir_id,
+                        session=pending.session,
+                        attempts=attempts,
+                        reason=reason,
+                    )
+                    return 0, reason
             await conn.execute(
-                "UPDATE memdir_pending SET attempts = attempts + 1, last_error = %s "
-                "WHERE dir_id = %s AND session = %s",
-                (outcome.error, *keys),
+                "UPDATE memdir_pending SET attempts = %s, last_error = %s, "
+                "parked_version = NULL, parked_at = NULL WHERE dir_id = %s AND session = %s",
+                (attempts, error, *keys),
             )
-            return pending.attempts + 1
+            return attempts, None
         if outcome.outcome == "throttled":
             await conn.execute(
                 "UPDATE memdir_sessions SET turns_since_run = turns_since_run + %s "
@@ -510,14 +751,24 @@ class QueueWorker:
                 (pending.turns, *keys),
             )
         else:
-            cursor = pending.messages[outcome.to_seq - 1].uuid if outcome.to_seq else None
+            cursor = pending.uuid_at(outcome.to_seq) if outcome.to_seq else None
+            read = pending.read
             # A turn the host covered by saving memory itself is no turn for the throttle,
-            # as on one machine: only a run starts the count again.
+            # as on one machine: only a run starts the count again. What the next run can
+            # need starts no earlier than what this one read (nothing known after a
+            # whole read: keep everything).
             await conn.execute(
                 "UPDATE memdir_sessions SET cursor_uuid = %s, cursor_seq = %s, "
                 "turns_since_run = CASE WHEN %s THEN turns_since_run ELSE 0 END, "
-                "covered_at = %s WHERE dir_id = %s AND session = %s",
-                (cursor, outcome.to_seq, outcome.outcome == "skipped", outcome.covered_at, *keys),
+                "covered_at = %s, keep_from_seq = %s WHERE dir_id = %s AND session = %s",
+                (
+                    cursor,
+                    outcome.to_seq,
+                    outcome.outcome == "skipped",
+                    outcome.covered_at,
+                    0 if read.whole else read.context_from,
+                    *keys,
+                ),
             )
             if outcome.to_seq >= outcome.from_seq:
                 await conn.execute(
@@ -544,10 +795,11 @@ class QueueWorker:
         if deleted.rowcount == 0:
             await conn.execute(
                 "UPDATE memdir_pending SET turns = GREATEST(turns - %s, 1), attempts = 0, "
-                "last_error = NULL WHERE dir_id = %s AND session = %s",
+                "last_error = NULL, parked_version = NULL, parked_at = NULL "
+                "WHERE dir_id = %s AND session = %s",
                 (pending.turns, *keys),
             )
-        return 0
+        return 0, None
 
     async def _defer_retry(
         self, conn: psycopg.AsyncConnection[Any], dir_id: str, attempt: int
@@ -586,19 +838,6 @@ class QueueWorker:
             attempt=attempt,
             delay_seconds=delay,
         )
-
-
-def _changed_files(root: Path, snapshot: Checkout) -> list[tuple[str, bytes | None, float]]:
-    """What the run changed in the working copy: (path, content, mtime) per written
-    file, (path, None, 0) per removed one. Read off the loop, before the transaction."""
-    seen: set[str] = set()
-    out: list[tuple[str, bytes | None, float]] = []
-    for path, content, mtime in local_files_with_times(root):
-        seen.add(path)
-        if snapshot.files.get(path) != sha256(content):
-            out.append((path, content, mtime))
-    out.extend((path, None, 0.0) for path in sorted(snapshot.files.keys() - seen))
-    return out
 
 
 async def _write_files(
@@ -662,7 +901,7 @@ async def sweep(
             await conn.execute(
                 "SELECT DISTINCT p.dir_id FROM memdir_pending p WHERE NOT EXISTS ("
                 " SELECT 1 FROM procrastinate_jobs j WHERE j.lock = p.dir_id"
-                " AND j.task_name = %s AND j.status IN ('todo', 'doing'))",
+                f" AND j.task_name = %s AND j.status IN ('todo', 'doing')) AND {RUNNABLE_PENDING}",
                 (EXTRACT_TASK,),
             )
         ).fetchall()
