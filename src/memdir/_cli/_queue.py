@@ -222,15 +222,24 @@ def queue_status_command(dsn: str, as_json: bool) -> None:
 @json_option
 @_one_line_errors
 def sync_command(dsn: str, dir_id: str, target: Path, as_json: bool) -> None:
-    """Mirror the memory directory DIR_ID from the database into the folder TARGET.
+    """Sync the memory directory DIR_ID in the database with the folder TARGET, both ways.
 
-    Files the database has are written, files it no longer has are removed; TARGET can
-    then be read as any memory directory (Claude Code's, for instance).
+    What the folder changed since its last sync (a forget, an undo, a dream, a hand
+    edit, a removed file) reaches the database, under the same generation check as a
+    worker's commit; what the database changed reaches the folder. A file both sides
+    changed keeps the database's content and is reported. TARGET can then be read as
+    any memory directory (Claude Code's, for instance).
     """
-    from memdir.queue import export_dir
+    from memdir.queue import sync_dir
 
-    generation = export_dir(dsn, dir_id, target)
+    result = sync_dir(dsn, dir_id, target)
     if as_json:
-        print_json({"dir_id": dir_id, "target": str(target), "generation": generation})
-    else:
-        click.echo(f"memdir: {dir_id} at generation {generation} mirrored to {target}")
+        print_json({**result.as_dict(), "target": str(target)})
+        return
+    click.echo(
+        f"memdir: {dir_id} at generation {result.generation} synced with {target}: "
+        f"{len(result.pushed)} to the database, {len(result.pulled)} to the folder, "
+        f"{len(result.conflicts)} conflicts"
+    )
+    for path in result.conflicts:
+        click.echo(f"  conflict: {path} changed on both sides; the database's kept")

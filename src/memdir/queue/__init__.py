@@ -19,6 +19,7 @@ from memdir.queue._producer import DEFAULT_SESSION, QueueExtractor, TurnRecorded
 from memdir.queue._schema import SCHEMA_SQL, apply_schema  # noqa: E402
 from memdir.queue._status import QueueStatus, queue_status  # noqa: E402
 from memdir.queue._store import export_dir  # noqa: E402
+from memdir.queue._sync import SyncResult, sync_dir  # noqa: E402
 from memdir.queue._tempdb import PostgresNotFoundError, TemporaryPostgres  # noqa: E402
 from memdir.queue._worker import (  # noqa: E402
     DirRun,
@@ -40,6 +41,7 @@ __all__ = [
     "QueueStatus",
     "QueueWorker",
     "SessionOutcome",
+    "SyncResult",
     "TemporaryPostgres",
     "TurnRecorded",
     "WorkerSettings",
@@ -48,4 +50,5 @@ __all__ = [
     "make_app",
     "queue_status",
     "sweep",
+    "sync_dir",
 ]
