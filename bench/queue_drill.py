@@ -53,6 +53,7 @@ import psycopg
 from memdir.extract import TurnContext
 from memdir.messages import Message, ToolUseBlock
 from memdir.queue import (
+    NOTIFY_CHANNEL,
     QueueExtractor,
     TemporaryPostgres,
     apply_schema,
@@ -244,29 +245,31 @@ class _Worker:
     def start(self) -> None:
         self.generation += 1
         self.log = self.logs / f"{self.name}.{self.generation}.jsonl"
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "memdir",
-                "worker",
-                "--db",
-                self.dsn,
-                "--model",
-                f"anthropic:{_MODEL}",
-                "--base-url",
-                self.base_url,
-                "--name",
-                f"{self.name}.{self.generation}",
-                "--events",
-                str(self.log),
-                "--concurrency",
-                str(self.concurrency),
-            ],
-            env=_worker_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=(self.logs / f"{self.name}.{self.generation}.err").open("wb"),
-        )
+        err = (self.logs / f"{self.name}.{self.generation}.err").open("wb")
+        with err:  # the child has its own copy
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "memdir",
+                    "worker",
+                    "--db",
+                    self.dsn,
+                    "--model",
+                    f"anthropic:{_MODEL}",
+                    "--base-url",
+                    self.base_url,
+                    "--name",
+                    f"{self.name}.{self.generation}",
+                    "--events",
+                    str(self.log),
+                    "--concurrency",
+                    str(self.concurrency),
+                ],
+                env=_worker_env(),
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
 
     def busy_dirs(self) -> list[str]:
         """Directories this process started a run of and has not finished."""
@@ -333,6 +336,14 @@ def _drained(dsn: str) -> bool:
 
 def _say(line: str) -> None:
     print(f"drill: {line}", file=sys.stderr, flush=True)
+
+
+def _next_commit(dsn: str, timeout: float) -> None:
+    """Wait for a worker's next commit (its NOTIFY), at most ``timeout`` seconds."""
+    with contextlib.suppress(psycopg.Error), psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        for _ in conn.notifies(timeout=timeout, stop_after=1):
+            pass
 
 
 class Drill:
@@ -455,7 +466,8 @@ class Drill:
         drain_start = time.monotonic()
         while not _drained(self.dsn) and time.monotonic() - drain_start < o.drain_timeout:
             _sweep(self.dsn, o.stalled_after)
-            self._wait(2.0)
+            self._supervise()
+            _next_commit(self.dsn, 2.0)
         report.drain_seconds = round(time.monotonic() - drain_start, 1)
         report.seconds = round(time.monotonic() - started, 1)
         report.stop_max_seconds = self._stop()
