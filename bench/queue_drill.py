@@ -688,6 +688,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--stalled-after", type=float, default=defaults.stalled_after)
     parser.add_argument("--drain-timeout", type=float, default=defaults.drain_timeout)
     parser.add_argument("--json", type=Path, help="Write the full report here.")
+    parser.add_argument(
+        "--work", type=Path, help="Keep the hosts' and workers' logs in this folder."
+    )
     args = parser.parse_args(argv)
     if args.role == "host":
         host_main(
@@ -714,7 +717,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         stalled_after=args.stalled_after,
         drain_timeout=args.drain_timeout,
     )
-    report = drill(options)
+    if args.work is not None:
+        args.work.mkdir(parents=True, exist_ok=True)
+    report = drill(options, work=args.work)
     for line in _summary(report):
         print(line)
     if args.json is not None:
