@@ -17,6 +17,7 @@ pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
 import psycopg
 from click.testing import CliRunner
 
+from memdir._cli import cli
 from memdir._cli._queue import sync_command
 from memdir.extract import TurnContext
 from memdir.queue import QueueExtractor, QueueWorker, WorkerSettings, _sync, sync_dir
@@ -195,3 +196,31 @@ def test_the_command_reports_both_directions(pg_dsn: str, tmp_path: Path):
     )
     text = CliRunner().invoke(sync_command, ["--db", pg_dsn, "d", str(folder)]).output
     assert "0 to the database, 0 to the folder, 0 conflicts" in text
+
+
+def test_memdir_forget_and_undo_reach_the_database(pg_dsn: str, tmp_path: Path):
+    folder = _seeded(pg_dsn, tmp_path)
+    runner = CliRunner()
+    forgot = runner.invoke(cli, ["forget", "deploy", "--memory-dir", str(folder), "--yes"])
+    assert forgot.exit_code == 0, forgot.output
+    assert not (folder / "deploy.md").exists()
+    sync_dir(pg_dsn, "d", folder)
+    assert "deploy.md" not in _db_files(pg_dsn, "d")
+    assert b"deploy.md" not in _db_files(pg_dsn, "d")["MEMORY.md"]
+    sync_dir(pg_dsn, "d", folder)
+    assert not (folder / "deploy.md").exists()  # the second sync does not bring it back
+    undone = runner.invoke(cli, ["forget", "--undo", "--memory-dir", str(folder), "--yes"])
+    assert undone.exit_code == 0, undone.output
+    result = sync_dir(pg_dsn, "d", folder)
+    assert "deploy.md" in result.pushed
+    assert _db_files(pg_dsn, "d")["deploy.md"] == b"Deploys run on Fridays.\n"
+    assert b"deploy.md" in _db_files(pg_dsn, "d")["MEMORY.md"]
+
+
+def test_an_emptied_file_counts_as_removed(pg_dsn: str, tmp_path: Path):
+    folder = _seeded(pg_dsn, tmp_path)
+    (folder / "tabs.md").write_bytes(b"\n")
+    result = sync_dir(pg_dsn, "d", folder)
+    assert result.pushed == ["tabs.md"]
+    assert "tabs.md" not in _db_files(pg_dsn, "d")
+    assert not (folder / "tabs.md").exists()

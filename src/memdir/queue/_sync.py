@@ -13,7 +13,7 @@ three-way merges per file:
   (a worker's commit is never overwritten), except ``MEMORY.md``, whose lines are merged:
   the lines the folder removed go, the lines it added come, the database's own stay.
 
-A removed file is a change like any other, both ways. The folder's changes are written
+A removed file is a change like any other, both ways; an emptied one counts as removed. The folder's changes are written
 under the directory's generation like a worker's commit: compare-and-bump in one
 transaction, and when a worker committed meanwhile the sync reads again and merges
 again, so neither side's commit is lost. A worker that checked out before the sync finds
@@ -133,7 +133,10 @@ def sync_dir(dsn: str, dir_id: str, target: Path) -> SyncResult:
     (see the module's docstring); returns what moved which way."""
     make_private_dirs(target)
     base = _read_base(target, dir_id)
-    local = dict(local_files(target))
+    # An emptied file is a removed one (what is left of a memory cleared by hand): it
+    # leaves the database, and the folder, rather than reaching workers as an empty memory.
+    scanned = dict(local_files(target))
+    local = {path: content for path, content in scanned.items() if content.strip()}
     pushed: list[str] = []
     conflicts: list[str] = []
     retries = 0
@@ -192,7 +195,7 @@ def sync_dir(dsn: str, dir_id: str, target: Path) -> SyncResult:
             raise RuntimeError(
                 f"memdir sync: {dir_id} kept moving under {_ATTEMPTS} attempts; try again"
             )
-    pulled = _write_folder(target, local, db)
+    pulled = _write_folder(target, scanned, db)
     _write_base(target, dir_id, generation, {p: c for p, (c, _) in db.items()})
     return SyncResult(
         dir_id=dir_id,
