@@ -13,13 +13,14 @@ three-way merges per file:
   (a worker's commit is never overwritten), except ``MEMORY.md``, whose lines are merged:
   the lines the folder removed go, the lines it added come, the database's own stay.
 
-A removed file is a change like any other, both ways; an emptied one counts as removed. The folder's changes are written
-under the directory's generation like a worker's commit: compare-and-bump in one
-transaction, and when a worker committed meanwhile the sync reads again and merges
-again, so neither side's commit is lost. A worker that checked out before the sync finds
-the generation moved and its run is refused and run again, with the folder's changes in
-its checkout. The first sync of a folder (no base) counts every file on either side as
-an addition: nothing is removed, and the database's content wins where both have a file.
+A removed file is a change like any other, both ways; an emptied one counts as removed.
+The folder's changes are written under the directory's generation like a worker's
+commit: compare-and-bump in one transaction, and when a worker committed meanwhile the
+sync reads again and merges again, so neither side's commit is lost. A worker that
+checked out before the sync finds the generation moved and its run is refused and run
+again, with the folder's changes in its checkout. The first sync of a folder (no base)
+counts every file on either side as an addition: nothing is removed, and the database's
+content wins where both have a file.
 """
 
 from __future__ import annotations
