@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -224,3 +225,33 @@ def test_an_emptied_file_counts_as_removed(pg_dsn: str, tmp_path: Path):
     assert result.pushed == ["tabs.md"]
     assert "tabs.md" not in _db_files(pg_dsn, "d")
     assert not (folder / "tabs.md").exists()
+
+
+def test_a_run_checked_out_before_the_sync_is_refused_and_runs_again(pg_dsn: str, tmp_path: Path):
+    folder = _seeded(pg_dsn, tmp_path)
+    host = QueueExtractor(pg_dsn, "d")
+    host.on_turn_end(TurnContext(messages=conversation("s1", 1), session_id="s1"))
+    host.close()
+    started, block = threading.Event(), threading.Event()
+    model = saving_model(block=block, started=started)
+    worker = QueueWorker(WorkerSettings(dsn=pg_dsn, models=lambda _n: model, config=CONFIG))
+    runs: list[Any] = []
+    thread = threading.Thread(target=lambda: runs.append(asyncio.run(worker.extract("d"))))
+    thread.start()
+    try:
+        assert started.wait(30), "the run never reached the model"
+        (folder / "tabs.md").unlink()  # forgotten while the run holds its checkout
+        assert sync_dir(pg_dsn, "d", folder).pushed == ["tabs.md"]
+    finally:
+        block.set()
+        thread.join(30)
+    [late] = runs
+    assert late.conflict  # the sync moved the generation: the late commit is refused
+    assert "tabs.md" not in _db_files(pg_dsn, "d")
+    with psycopg.connect(pg_dsn) as conn:
+        assert one(conn, "SELECT count(*) FROM memdir_pending") == (1,)  # the turn is kept
+    again = asyncio.run(worker.extract("d"))
+    assert again.committed
+    files = _db_files(pg_dsn, "d")
+    assert "s1-1.md" in files
+    assert "tabs.md" not in files  # the new run started from the synced files
