@@ -88,6 +88,9 @@ class DrillOptions:
     stalled_after: float = 15.0
     """The drill's sweeper: seconds without a heartbeat (the CLI worker beats every 10 s)."""
     drain_timeout: float = 180.0
+    host_limit: float = 2.0
+    """Seconds a host's ``on_turn_end`` may take; a slower call is a host waiting on a
+    worker (or the database), counted as a problem."""
 
 
 @dataclass(kw_only=True)
@@ -98,8 +101,12 @@ class DrillReport:
     host_errors: int = 0
     host_call_max_seconds: float = 0.0
     host_call_p99_seconds: float = 0.0
+    slow_host_calls: list[str] = field(default_factory=list)
+    """Host calls slower than ``host_limit``."""
     kills: int = 0
     pauses: int = 0
+    paused_in_commit: bool = False
+    """The paused worker was caught inside its commit, holding its directory's locks."""
     server_restarts: int = 0
     pickup_after_restart_seconds: float | None = None
     worker_exits: list[str] = field(default_factory=list)
@@ -130,6 +137,7 @@ class DrillReport:
             "missing_memories": len(self.missing_memories),
             "stuck_dirs": len(self.stuck_dirs),
             "sync_differs": len(self.sync_differs),
+            "slow_host_calls": len(self.slow_host_calls),
             "hosts_hung": self.hosts_hung,
             "worker_exits": len(self.worker_exits),
         }
@@ -338,6 +346,44 @@ def _say(line: str) -> None:
     print(f"drill: {line}", file=sys.stderr, flush=True)
 
 
+def _writing_ports(conn: psycopg.Connection[Any]) -> set[int]:
+    """Client ports of the connections inside a transaction that wrote memdir's tables
+    (a worker's commit; procrastinate's own short transactions write too, and are not
+    what a frozen commit is about)."""
+    return {
+        int(port)
+        for (port,) in conn.execute(
+            "SELECT client_port FROM pg_stat_activity WHERE backend_xid IS NOT NULL "
+            "AND datname = current_database() AND pid <> pg_backend_pid() "
+            "AND (query LIKE '%memdir\\_%' OR query LIKE '%pg_notify%') "
+            "AND query NOT LIKE '%procrastinate%'"
+        )
+        if port is not None
+    }
+
+
+def _socket_owners(ports: set[int], pids: Sequence[int]) -> dict[int, int]:
+    """Local port → which of ``pids`` holds that TCP socket, for ``ports`` (Linux /proc)."""
+    by_inode: dict[str, int] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                port = int(fields[1].rsplit(":", 1)[1], 16)
+                if port in ports:
+                    by_inode[f"socket:[{fields[9]}]"] = port
+    owners: dict[int, int] = {}
+    if not by_inode:
+        return owners
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                held = by_inode.get(os.readlink(fd))
+                if held is not None:
+                    owners[held] = pid
+    return owners
+
+
 def _next_commit(dsn: str, timeout: float) -> None:
     """Wait for a worker's next commit (its NOTIFY), at most ``timeout`` seconds."""
     with contextlib.suppress(psycopg.Error), psycopg.connect(dsn, autocommit=True) as conn:
@@ -435,12 +481,20 @@ class Drill:
             self._wait(0.5)
         _say(f"{report.kills} kills done")
         if o.pause > 0:
-            found = self._busy()
-            if found is not None:
-                slot, _ = found
+            # Frozen inside its commit (holding the directory's row locks) if the drill
+            # catches one there within 10 s, else frozen wherever it is busy.
+            paused = self._committing(10.0)
+            report.paused_in_commit = paused is not None
+            if paused is None:
+                found = self._busy()
+                paused = found[0] if found is not None else None
+                if paused is not None and paused.process is not None:
+                    paused.process.send_signal(signal.SIGSTOP)
+            if paused is not None:
+                slot = paused
                 assert slot.process is not None
-                slot.process.send_signal(signal.SIGSTOP)
                 report.pauses += 1
+                _say(f"{slot.name} paused{' inside its commit' * report.paused_in_commit}")
                 try:
                     end = time.monotonic() + o.pause
                     while time.monotonic() < end:
@@ -475,6 +529,39 @@ class Drill:
         self._audit(names)
         report.runs_per_second = round(report.runs / report.seconds, 2) if report.seconds else 0.0
         return report
+
+    def _committing(self, timeout: float) -> _Worker | None:
+        """A worker frozen inside a transaction that wrote (its commit: it holds row
+        locks), found from the server's view of its connections, mapped to the process
+        by port; stopped, and checked still inside it once stopped (else let go, and
+        another try)."""
+        end = time.monotonic() + timeout
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            while time.monotonic() < end:
+                ports = _writing_ports(conn)
+                pids = [
+                    w.process.pid
+                    for w in self.slots
+                    if w.process is not None and w.process.poll() is None
+                ]
+                owners = _socket_owners(ports, pids) if ports else {}
+                for slot in self.slots:
+                    process = slot.process
+                    if process is None or process.poll() is not None:
+                        continue
+                    if process.pid not in owners.values():
+                        continue
+                    process.send_signal(signal.SIGSTOP)
+                    mine = {
+                        p
+                        for p, pid in _socket_owners(_writing_ports(conn), [process.pid]).items()
+                        if pid == process.pid
+                    }
+                    if mine:
+                        return slot
+                    process.send_signal(signal.SIGCONT)  # it committed before it stopped
+                time.sleep(0.002)  # polling the server's view, not waiting on a result
+        return None
 
     def _pickup(self) -> float | None:
         """A new turn after the server's return: seconds until a worker committed it."""
@@ -524,6 +611,10 @@ class Drill:
                 for line in log.read_text().splitlines():
                     record = json.loads(line)
                     durations.append(float(record["seconds"]))
+                    if record["seconds"] > self.o.host_limit:
+                        self.report.slow_host_calls.append(
+                            f"{record['session']} turn {record['turn']}: {record['seconds']} s"
+                        )
                     if record["error"]:
                         self.report.host_errors += 1
                     if record["acked"]:
@@ -648,7 +739,9 @@ def _summary(report: DrillReport) -> Iterator[str]:
         f"{report.host_call_max_seconds} s, p99 {report.host_call_p99_seconds} s"
     )
     yield (
-        f"faults: {report.kills} kills, {report.pauses} pauses, {report.server_restarts} server "
+        f"faults: {report.kills} kills, {report.pauses} pauses "
+        f"({'inside a commit' if report.paused_in_commit else 'not inside a commit'}), "
+        f"{report.server_restarts} server "
         f"restarts; pickup after restart {report.pickup_after_restart_seconds} s; worker exits "
         f"on their own: {len(report.worker_exits)}; slowest stop on SIGTERM "
         f"{report.stop_max_seconds} s"
@@ -687,6 +780,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--interval-ms", type=int, default=defaults.interval_ms)
     parser.add_argument("--stalled-after", type=float, default=defaults.stalled_after)
     parser.add_argument("--drain-timeout", type=float, default=defaults.drain_timeout)
+    parser.add_argument("--host-limit", type=float, default=defaults.host_limit)
     parser.add_argument("--json", type=Path, help="Write the full report here.")
     parser.add_argument(
         "--work", type=Path, help="Keep the hosts' and workers' logs in this folder."
@@ -716,6 +810,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         interval_ms=args.interval_ms,
         stalled_after=args.stalled_after,
         drain_timeout=args.drain_timeout,
+        host_limit=args.host_limit,
     )
     if args.work is not None:
         args.work.mkdir(parents=True, exist_ok=True)
