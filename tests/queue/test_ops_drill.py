@@ -33,7 +33,7 @@ def test_kills_under_load_lose_nothing(pg_dsn: str, tmp_path: Path) -> None:
     options = drill.DrillOptions(
         dirs=3,
         sessions=2,
-        turns=6,
+        turns=8,
         hosts=2,
         workers=2,
         kills=2,
@@ -45,6 +45,6 @@ def test_kills_under_load_lose_nothing(pg_dsn: str, tmp_path: Path) -> None:
     )
     report = drill.drill(options, dsn=pg_dsn, work=tmp_path)
     assert report.kills == 2
-    assert report.turns_acknowledged == 3 * 2 * 6
+    assert report.turns_acknowledged == 3 * 2 * 8
     assert report.runs > 0
     assert report.problems() == dict.fromkeys(report.problems(), 0), report.as_dict()
