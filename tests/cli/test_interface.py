@@ -228,6 +228,8 @@ def test_the_readme_says_which_commands_take_json_and_memory_dir() -> None:
         ("worker",): {"--db"},
         ("queue", "init"): {"--db"},
         ("queue", "status"): {"--db", "--json"},
+        ("queue", "retry"): {"--db", "--json"},
+        ("queue", "prune"): {"--db", "--json"},
         ("sync",): {"--db", "--json"},
     }
     for command, wanted in expected.items():

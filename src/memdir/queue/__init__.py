@@ -26,6 +26,7 @@ from memdir.queue._runs import unpark  # noqa: E402
 from memdir.queue._schema import SCHEMA_SQL, apply_schema  # noqa: E402
 from memdir.queue._status import QueueStatus, queue_status  # noqa: E402
 from memdir.queue._store import export_dir  # noqa: E402
+from memdir.queue._sync import SyncResult, sync_dir  # noqa: E402
 from memdir.queue._tempdb import PostgresNotFoundError, TemporaryPostgres  # noqa: E402
 from memdir.queue._worker import (  # noqa: E402
     DirRun,
@@ -48,6 +49,7 @@ __all__ = [
     "QueueStatus",
     "QueueWorker",
     "SessionOutcome",
+    "SyncResult",
     "TemporaryPostgres",
     "TurnRecorded",
     "WorkerSettings",
@@ -58,5 +60,6 @@ __all__ = [
     "prune",
     "queue_status",
     "sweep",
+    "sync_dir",
     "unpark",
 ]

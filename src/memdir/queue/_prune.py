@@ -39,6 +39,9 @@ class PruneResult:
     runs: int = 0
     jobs: int = 0
 
+    def as_dict(self) -> dict[str, int]:
+        return {"messages": self.messages, "runs": self.runs, "jobs": self.jobs}
+
 
 # The sessions with consumed messages to remove, and below which seq. One statement per
 # session afterwards, each its own short transaction: a host that replaces a session's
@@ -120,22 +123,27 @@ def prune(
     keep_failed_jobs: float | None = 7 * DAY,
     queue: str = QUEUE_NAME,
     sink: Sink | None = None,
+    dry_run: bool = False,
 ) -> PruneResult:
     """Remove consumed messages (``messages``), runs committed more than ``keep_runs``
     seconds ago, and the queue's finished jobs older than ``keep_jobs`` (failed ones:
     ``keep_failed_jobs``, their reasons go with them). None keeps that kind for good.
     Each session's messages, the runs and the jobs are each their own transaction, so a
-    prune of a large backlog holds no lock for long."""
+    prune of a large backlog holds no lock for long. ``dry_run`` counts what would go,
+    in one transaction rolled back at the end (and reports nothing to ``sink``)."""
     counts: list[tuple[str, int]] = []
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=not dry_run) as conn:
         if messages:
             for dir_id, session, below in conn.execute(_PRUNABLE).fetchall():
                 keys = {"dir": dir_id, "session": session, "below": below}
                 counts.append(("messages", conn.execute(_MESSAGES, keys).rowcount))
         for kind, sql, params in _statements(keep_runs, keep_jobs, keep_failed_jobs, queue):
             counts.append((kind, conn.execute(sql, params).rowcount))
+        if dry_run:
+            conn.rollback()
     result = _result(counts)
-    _report(sink, result)
+    if not dry_run:
+        _report(sink, result)
     return result
 
 
