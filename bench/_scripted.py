@@ -119,10 +119,20 @@ def parse_memory_request(body: Mapping[str, Any]) -> MemoryRequest:
         index=index,
         index_whole=shown is None or shown.group("lead") != "Shown here without",
         listed=frozenset(_LISTED.findall(everything)),
-        memdir_indexes=_MEMDIR_INDEXES.search(prompt) is not None,
+        # Said in the instructions: the standalone request's system prompt (a system
+        # message on OpenAI's wire), the fork's prompt.
+        memdir_indexes=_MEMDIR_INDEXES.search(f"{_system_of(body)}\n{everything}") is not None,
         turn=1 + sum(1 for m in own if m.get("role") == "assistant"),
         read=_reads(own),
     )
+
+
+def _system_of(body: Mapping[str, Any]) -> str:
+    """The text of an Anthropic request's system prompt (a string or text blocks)."""
+    system = body.get("system")
+    if isinstance(system, str):
+        return system
+    return text_of({"content": system}) if isinstance(system, list) else ""
 
 
 def _reads(own: Sequence[Mapping[str, Any]]) -> dict[str, str]:
