@@ -120,3 +120,25 @@ def test_without_index_other_files_and_non_memories_leave_the_index_alone(
     assert not (tmp_path / "MEMORY.md").exists()
     assert not (outside / "MEMORY.md").exists()
     assert sorted(os.listdir(tmp_path)) == [".memdir", "a.md", "notes.txt"]
+
+
+def test_an_agent_that_adds_the_line_itself_keeps_its_words_and_no_duplicate(
+    tmp_path: Path,
+) -> None:
+    ctx = context(tmp_path)
+    write(tmp_path, "a.md", NOTE, ctx)
+    index = tmp_path / "MEMORY.md"
+    memdirs = index.read_text()
+    run(ReadTool(tmp_path), {"file_path": str(index)}, ctx)
+    # As Claude Code's memory section tells a host's agent: its own line for the memory.
+    own = "- [Polars over pandas](a.md) — use polars\n"
+    run(
+        EditTool(tmp_path),
+        {"file_path": str(index), "old_string": memdirs, "new_string": memdirs + own},
+        ctx,
+    )
+    assert index.read_text() == own
+    # A line memdir did not make stays, even when two point at one memory.
+    twice = own + "- [Again](a.md) — by hand\n"
+    run(WriteTool(tmp_path), {"file_path": str(index), "content": twice}, ctx)
+    assert index.read_text() == twice

@@ -55,6 +55,7 @@ from memdir.store._repair import (
     RepairKind,
     index_memory_file,
     repair_memory_dir,
+    without_duplicate_lines,
 )
 from memdir.store._scan import (
     FRONTMATTER_MAX_LINES,
@@ -135,4 +136,5 @@ __all__ = [
     "trash_entries",
     "truncate_entrypoint",
     "update_file",
+    "without_duplicate_lines",
 ]

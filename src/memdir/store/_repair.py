@@ -49,7 +49,14 @@ from memdir.store._trash import (
     split_lines,
 )
 
-__all__ = ["STALE_TEMP_SECONDS", "Repair", "RepairKind", "index_memory_file", "repair_memory_dir"]
+__all__ = [
+    "STALE_TEMP_SECONDS",
+    "Repair",
+    "RepairKind",
+    "index_memory_file",
+    "repair_memory_dir",
+    "without_duplicate_lines",
+]
 
 STALE_TEMP_SECONDS = 300.0
 """How old a temporary file that does not name its writer must be to count as left
@@ -501,3 +508,32 @@ def index_memory_file(
             return False
         atomic_write(index, updated)
         return True
+
+
+def without_duplicate_lines(memory: MemoryDir, index: Path, text: str) -> str:
+    """``text``, a new text for the index at ``index``, without the lines memdir wrote
+    (:func:`index_memory_file`) for memories that another of its lines points at too.
+
+    An agent told by its host (Claude Code's memory section) to add each memory's line
+    may still add one after memdir did: its own wording is kept, memdir's copy goes.
+    A line memdir did not make, or the only line of a memory, is never dropped.
+    """
+    if index.name != ENTRYPOINT_NAME or not memory.is_memory_path(index):
+        return text
+    inside = Path(os.path.relpath(os.path.realpath(index), os.path.realpath(memory.root)))
+    index = memory.root / inside
+    lines = text.splitlines(keepends=True)
+    targets = [_targets(memory, index, line.encode("utf-8")) for line in lines]
+    counts: dict[Path, int] = {}
+    for found in targets:
+        if len(found) == 1:
+            counts[found[0]] = counts.get(found[0], 0) + 1
+    kept: list[str] = []
+    for line, found in zip(lines, targets, strict=True):
+        if len(found) == 1 and counts[found[0]] > 1 and found[0].is_file():
+            link = os.path.relpath(found[0], index.parent).replace(os.sep, "/")
+            if line.rstrip("\r\n") == _pointer_line(found[0], link):
+                counts[found[0]] -= 1
+                continue
+        kept.append(line)
+    return "".join(kept)

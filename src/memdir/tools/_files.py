@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from memdir.errors import StoreError
-from memdir.store import ENTRYPOINT_NAME, MemoryDir, atomic_write, file_lock, index_memory_file
+from memdir.store import (
+    ENTRYPOINT_NAME,
+    MemoryDir,
+    atomic_write,
+    file_lock,
+    index_memory_file,
+    without_duplicate_lines,
+)
 from memdir.store._atomic import STATE_DIR_NAME
 from memdir.tools._base import FileStamp, ToolContext, ToolError, ToolOutput
 from memdir.tools._effects import Effect, ReadsPath, WritesPath, input_object, locate
@@ -340,9 +347,13 @@ def _store(
 ) -> None:
     """Write ``text`` at ``real`` (``previous``: what the file held, None for a new one)."""
     read_files = context.read_files
-    if context.memory_files is not None:
+    files = context.memory_files
+    if files is not None:
         # Before the guard: what is judged is what will be on disk.
-        text = context.memory_files.prepare(Path(real), text)
+        text = files.prepare(Path(real), text)
+        if files.index:
+            # An agent that adds a line memdir wrote already keeps its own words alone.
+            text = without_duplicate_lines(files.memory_dir, Path(real), text)
     if context.write_guard is not None:
         # The final text and the real target, checked while no other write can run: what
         # two calls of one message produce together is judged, not each call alone.
@@ -355,7 +366,6 @@ def _store(
         read_files[real] = _stamp(os.stat(real))
     except (StoreError, OSError) as exc:
         raise ToolError(f"{tool}: {exc}") from None
-    files = context.memory_files
     if files is not None and files.index:
         _index(Path(real), previous, files.memory_dir, read_files)
 
