@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import os
 import posixpath
@@ -278,10 +279,8 @@ class MemoryTool:
         )
         self._files: MemoryFiles | None = None
         if format is not None:
-            timing = {} if clock is None else {"clock": clock}
-            self._files = MemoryFiles(
-                memory_dir=self.memory_dir, format=format, session_id=session_id, **timing
-            )
+            files = MemoryFiles(memory_dir=self.memory_dir, format=format, session_id=session_id)
+            self._files = files if clock is None else dataclasses.replace(files, clock=clock)
 
     def definition(self) -> dict[str, Any]:
         """The tool entry for ``tools=[...]``: the API supplies its schema and description."""
