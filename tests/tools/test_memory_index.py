@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from memdir.memory_tool import MemoryTool
 from memdir.store import MemoryDir, repair_memory_dir
 from memdir.tools import EditTool, MemoryFiles, ReadTool, Tool, ToolContext, ToolOutput, WriteTool
 
@@ -142,3 +143,22 @@ def test_an_agent_that_adds_the_line_itself_keeps_its_words_and_no_duplicate(
     twice = own + "- [Again](a.md) — by hand\n"
     run(WriteTool(tmp_path), {"file_path": str(index), "content": twice}, ctx)
     assert index.read_text() == twice
+
+
+def test_the_memory_tool_indexes_too(tmp_path: Path) -> None:
+    ctx = context(tmp_path)
+    tool = MemoryTool(tmp_path)
+    run(tool, {"command": "create", "path": "/memories/a.md", "file_text": NOTE}, ctx)
+    index = tmp_path / "MEMORY.md"
+    assert index.read_text() == (
+        "- [polars-over-pandas](a.md) — the user wants polars for dataframes\n"
+    )
+    change = {"old_str": "polars for dataframes", "new_str": "polars, always"}
+    run(tool, {"command": "str_replace", "path": "/memories/a.md", **change}, ctx)
+    assert index.read_text() == "- [polars-over-pandas](a.md) — the user wants polars, always\n"
+    run(
+        tool, {"command": "rename", "old_path": "/memories/a.md", "new_path": "/memories/b.md"}, ctx
+    )
+    assert index.read_text() == "- [polars-over-pandas](b.md) — the user wants polars, always\n"
+    run(tool, {"command": "delete", "path": "/memories/b.md"}, ctx)
+    assert index.read_text() == ""
