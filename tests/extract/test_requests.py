@@ -175,3 +175,27 @@ def test_other_memory_files_still_need_a_read(tmp_path: Path) -> None:
 
     requests, _, _ = run(tmp_path, answers, fork=True)
     assert len(requests) == 2
+
+
+def test_a_memory_directory_behind_a_symlink_still_ends_on_the_write(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "MEMORY.md").write_text(INDEX)
+    memory = tmp_path / "memory"
+    memory.symlink_to(real, target_is_directory=True)
+    requests: list[ModelRequest] = []
+
+    async def answer(request: ModelRequest) -> Message | str:
+        requests.append(request)
+        write = call("Write", 1, file_path=str(memory / "freeze.md"), content=NOTE)
+        return Message(role="assistant", content=(write,)) if len(requests) == 1 else "Saved."
+
+    extractor = MemoryExtractor(memory, FunctionModel(answer), ExtractConfig())
+
+    async def main() -> None:
+        extractor.on_turn_end(TurnContext(messages=CONVERSATION, cwd=str(tmp_path)))
+        await extractor.drain()
+
+    asyncio.run(main())
+    assert "](freeze.md)" in (real / "MEMORY.md").read_text()
+    assert len(requests) == 1  # the written file's real path matched its line

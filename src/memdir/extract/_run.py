@@ -645,7 +645,10 @@ class Runner:
                     indexes[index] = index.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 return False
-            link = os.path.relpath(path, index.parent).replace(os.sep, "/")
+            # Both resolved: a memory directory reached through a symlink has its files
+            # written at their real paths, and its index links them relative to itself.
+            real_parent = os.path.realpath(index.parent)
+            link = os.path.relpath(os.path.realpath(path), real_parent).replace(os.sep, "/")
             if f"]({link})" not in indexes[index]:
                 return False
         return True
