@@ -116,8 +116,9 @@ def test_with_skip_index_a_write_alone_ends_the_run(tmp_path: Path) -> None:
         write = call("Write", 1, file_path=str(memory / "freeze.md"), content=NOTE)
         return Message(role="assistant", content=(write,)) if n == 1 else "Saved."
 
-    requests, _, _ = run(tmp_path, answers, fork=False, index=None, skip_index=True)
+    requests, _, memory = run(tmp_path, answers, fork=False, index=None, skip_index=True)
     assert len(requests) == 1
+    assert not (memory / "MEMORY.md").exists()  # no index kept: memdir writes none either
 
 
 def test_a_failed_write_gets_an_answer(tmp_path: Path) -> None:
