@@ -131,7 +131,9 @@ def _announcing_prepare(self: MemoryFiles, path: Path, text: str) -> str:
 
 MemoryFiles.prepare = _announcing_prepare  # type: ignore[method-assign]
 
-_index_write = memdir.store._repair.atomic_write
+# The module's namespace: the name memdir's index writes look up when they run.
+_repair_names = vars(memdir.store._repair)
+_index_write = _repair_names["atomic_write"]
 
 
 def _announcing_index_write(path: str | os.PathLike[str], data: str | bytes) -> None:
@@ -140,7 +142,7 @@ def _announcing_index_write(path: str | os.PathLike[str], data: str | bytes) -> 
     _index_write(path, data)
 
 
-memdir.store._repair.atomic_write = _announcing_index_write  # type: ignore[assignment]
+_repair_names["atomic_write"] = _announcing_index_write
 
 
 def notice_for(root: Path) -> Callable[[MemorySaved], None]:
