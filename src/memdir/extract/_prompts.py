@@ -468,8 +468,10 @@ def _instructions(
         how += "\n\n" + _NO_INDEX
     elif memdir:
         unindex = ""
+        # Mid-sentence here: "each directory's", not the sentence-initial "Each".
+        leave = indexes[:1].lower() + indexes[1:]
         how += "\n\n" + _MEMDIR_INDEX.format(
-            index=index, line_chars=_INDEX_LINE_CHARS, indexes=indexes
+            index=index, line_chars=_INDEX_LINE_CHARS, indexes=leave
         )
     else:
         how += "\n\n" + _INDEX.format(
