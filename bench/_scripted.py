@@ -39,6 +39,8 @@ _INDEX = re.compile(
     re.M | re.S,
 )
 # A line of the prompt's list of memory files: `- [type] file.md (mtime): description`.
+# The prompt's line that says memdir's tools write the index lines themselves.
+_MEMDIR_INDEXES = re.compile(r"memdir writes each memory's")
 _LISTED = re.compile(r"^- (?:\[[a-z]+\] )?(\S+\.md) \(", re.M)
 _NUMBERED = re.compile(r"^\s*\d+\t(.*)$")
 
@@ -84,6 +86,9 @@ class MemoryRequest:
     line exact."""
     listed: frozenset[str] = frozenset()
     """The memory files the prompt lists."""
+    memdir_indexes: bool = False
+    """Whether the prompt says memdir writes each new memory's index line itself (the
+    agent then writes the files alone)."""
     turn: int
     """Requests of this run so far, this one included (1 for the first)."""
     read: Mapping[str, str]
@@ -114,9 +119,20 @@ def parse_memory_request(body: Mapping[str, Any]) -> MemoryRequest:
         index=index,
         index_whole=shown is None or shown.group("lead") != "Shown here without",
         listed=frozenset(_LISTED.findall(everything)),
+        # Said in the instructions: the standalone request's system prompt (a system
+        # message on OpenAI's wire), the fork's prompt.
+        memdir_indexes=_MEMDIR_INDEXES.search(f"{_system_of(body)}\n{everything}") is not None,
         turn=1 + sum(1 for m in own if m.get("role") == "assistant"),
         read=_reads(own),
     )
+
+
+def _system_of(body: Mapping[str, Any]) -> str:
+    """The text of an Anthropic request's system prompt (a string or text blocks)."""
+    system = body.get("system")
+    if isinstance(system, str):
+        return system
+    return text_of({"content": system}) if isinstance(system, list) else ""
 
 
 def _reads(own: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -191,7 +207,9 @@ def memory_file(save: Save) -> str:
 
 
 def save_calls(request: MemoryRequest, saves: Sequence[Save]) -> Message:
-    """The turn that saves ``saves``: a file each and the index pointers, all at once.
+    """The turn that saves ``saves``: a file each and, where the prompt leaves the index
+    to the agent, the index pointers, all at once (where memdir's tools write the
+    pointers, as memdir's prompt says today, the files alone).
 
     A file that exists and was not Read in this run is Read first (the next turn writes
     it); one that was Read is rewritten with its old text kept and the new one added.
@@ -210,6 +228,8 @@ def save_calls(request: MemoryRequest, saves: Sequence[Save]) -> Message:
         old = request.read.get(path)
         text = memory_file(save) if old is None else old.rstrip("\n") + f"\n\n{save.body}\n"
         calls.append(_call(first_id + n, "Write", file_path=path, content=text))
+        if request.memdir_indexes:
+            continue
         if old is None and f"]({save.filename})" not in (request.index or ""):
             pointers.append(f"- [{save.title}]({save.filename}) — {save.description}\n")
     if pointers:

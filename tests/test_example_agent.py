@@ -37,7 +37,8 @@ def scripted(memory: Path) -> Any:
         text = last_text(body)
         last = body["messages"][-1]["content"]
         is_results = isinstance(last, list) and last and last[0].get("type") == "tool_result"
-        if str(memory) in text and not is_results:  # memdir's prompt: save two memories
+        # memdir's prompt: save two memories (memdir's tools write their index lines)
+        if str(memory) in text and not is_results:
             role = (
                 "---\nname: User role\ndescription: Ana leads the data platform team\n"
                 "type: user\n---\n\nAna leads the data platform team.\n"
@@ -48,10 +49,6 @@ def scripted(memory: Path) -> Any:
                 "Use polars for dataframes.\n\n**Why:** the team standardised on it.\n\n"
                 "**How to apply:** never suggest pandas.\n"
             )
-            index = (
-                "- [User role](user_role.md) — Ana leads the data platform team\n"
-                "- [Polars only](feedback_polars.md) — never pandas\n"
-            )
             uses = (
                 ToolUseBlock(
                     id="w1", name="Write", input={"file_path": str(role_file), "content": role}
@@ -60,11 +57,6 @@ def scripted(memory: Path) -> Any:
                     id="w2",
                     name="Write",
                     input={"file_path": str(feedback_file), "content": feedback},
-                ),
-                ToolUseBlock(
-                    id="w3",
-                    name="Write",
-                    input={"file_path": str(memory / "MEMORY.md"), "content": index},
                 ),
             )
             return Message(role="assistant", content=uses)

@@ -28,6 +28,7 @@ one cursor per session in the memory folder's state file).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
@@ -47,14 +48,14 @@ from memdir._cli._run import (
     session_of,
 )
 from memdir._hook_entry import FORK_ENV
-from memdir.errors import MemdirError, one_line
+from memdir.errors import MemdirError, StoreError, one_line
 from memdir.extract._coordinator import wrote_memory
 from memdir.extract._prompts import extract_prompt_parts
 from memdir.messages import model_visible
 from memdir.models._anthropic import MEMDIR_ANTHROPIC_API_KEY_ENV
 from memdir.permissions import auto_mem_can_use_tool
 from memdir.state import SessionState, StateFile
-from memdir.store import MemoryDir, format_manifest
+from memdir.store import MemoryDir, format_manifest, index_memory_file
 from memdir.transcripts._lines import NotRegularError, Overlong, open_regular, read_lines
 
 if TYPE_CHECKING:
@@ -208,18 +209,25 @@ def _host_request(path: Path) -> _HostRequest:
 
 def _extraction_prompt(memory: MemoryDir, new_messages: int) -> str:
     """memdir's fork prompt for ``new_messages`` new messages, as the in-process fork
-    sends it: the memory files newest first, the index's text."""
-    headers = memory.scan()
-    try:
-        index_text: str | None = memory.entrypoint.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        index_text = None
+    sends it: the memory files newest first. The index is neither shown nor left to the
+    agent: memdir writes its lines after the fork, from what it saved (_index_written)."""
     return extract_prompt_parts(
         new_messages,
-        format_manifest(headers),
+        format_manifest(memory.scan()),
         memory_dir=str(memory.root),
-        index_text=index_text,
+        memdir_indexes=True,
     ).whole
+
+
+def _index_written(memory: MemoryDir, cwd: str, paths: Sequence[str]) -> None:
+    """Each memory the fork wrote, given its ``MEMORY.md`` line (or, emptied, rid of it).
+
+    The CLI's own Write and Edit ran, not memdir's, so no line was written with the
+    file; the prompt told the agent to leave the index to memdir. An index locked by
+    another process for long is left to the next run's repair step."""
+    for raw in paths:
+        with contextlib.suppress(StoreError):
+            index_memory_file(memory, Path(os.path.join(cwd, raw)))
 
 
 def _ask_before_memory_writes(memory: MemoryDir) -> dict[str, Any]:
@@ -476,6 +484,7 @@ async def _extract_locked(
     report.cache_read_input_tokens = int(usage.get("cache_read_input_tokens") or 0)
     report.cache_creation_input_tokens = int(usage.get("cache_creation_input_tokens") or 0)
     memories = [p for p in run.written if Path(p).name != "MEMORY.md"]
+    await asyncio.to_thread(_index_written, memory, workdir, memories)
     report.memories_saved = len(memories)
     report.saved_paths = memories
     states.put(session, SessionState(cursor=snapshot[-1].uuid, covered_at=time.time()))

@@ -178,6 +178,9 @@ def test_a_logged_in_user_gets_memories_written_by_the_model(session: Session) -
     state = StateFile(session.memory).get(session.run.session_id)
     assert state.cursor is not None
     assert {h.filename for h in MemoryDir(session.memory).scan()} == {"user_role.md"}
+    # The model wrote the file alone, as memdir's prompt asks; memdir wrote its line.
+    index = (session.memory / "MEMORY.md").read_text()
+    assert index == "- [user-role](user_role.md) — Ana leads the data platform team\n"
 
 
 def test_memdirs_prompt_arrives_through_claude_code_with_the_users_login(
@@ -189,7 +192,9 @@ def test_memdirs_prompt_arrives_through_claude_code_with_the_users_login(
     # The session's own conversation comes first (a fork), memdir's prompt after it.
     texts = [_texts(m) for m in first["messages"]]
     assert any("I'm Ana, I lead the data platform team." in t for t in texts)
-    assert str(session.memory) in next(t for t in texts if t.startswith(PROMPT_MARK))
+    prompt = next(t for t in texts if t.startswith(PROMPT_MARK))
+    assert str(session.memory) in prompt
+    assert "memdir writes each memory's pointer line" in " ".join(prompt.split())
     for request in session.requests:
         assert request.headers.get("authorization") == f"Bearer {TOKEN}"
         assert not request.headers.get("x-api-key")

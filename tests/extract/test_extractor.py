@@ -74,7 +74,8 @@ def is_first_request(request: ModelRequest) -> bool:
 
 
 def writer(memory: Path, *names: str, gate: asyncio.Event | None = None) -> Callable[..., Any]:
-    """A model function: first request → Write each name and the index; then → done."""
+    """A model function: first request → Write each name (memdir's tools write the index
+    lines); then → done."""
 
     async def answer(request: ModelRequest) -> Message | str:
         if gate is not None:
@@ -89,9 +90,6 @@ def writer(memory: Path, *names: str, gate: asyncio.Event | None = None) -> Call
             )
             for i, n in enumerate(names)
         )
-        index = "".join(f"- [{n}]({n}) — {n}\n" for n in names)
-        path = str(memory / "MEMORY.md")
-        uses += (ToolUseBlock(id="ti", name="Write", input={"file_path": path, "content": index}),)
         return Message(role="assistant", content=uses)
 
     return answer
@@ -416,7 +414,10 @@ def test_drain_returns_at_its_timeout_with_a_hung_model(tmp_path: Path) -> None:
 
 def test_memory_md_is_not_a_memory(tmp_path: Path) -> None:
     memory = tmp_path / "memory"
-    host, ex, rec, model = setup(tmp_path, writer(memory, "user_role.md", "MEMORY.md"))
+    # Where memdir does not keep the index, the agent may write one itself.
+    host, ex, rec, model = setup(
+        tmp_path, writer(memory, "user_role.md", "MEMORY.md"), skip_index=True
+    )
 
     async def main() -> None:
         ex.on_turn_end(host.turn(), notify=rec.notices.append)

@@ -43,25 +43,19 @@ MEMORY_FILE = "---\nname: {name}\ndescription: about {name}\ntype: user\n---\n\n
 
 
 def saver(memory: Path) -> Callable[[ModelRequest], Message | str]:
-    """A memory agent that saves one new memory (and its index line) on each run."""
+    """A memory agent that saves one new memory on each run (memdir's tools write its
+    index line)."""
     numbers = itertools.count()
 
     def answer(request: ModelRequest) -> Message | str:
         if request.messages[-1].is_tool_result:
             return "Saved."
         name = f"note_{next(numbers)}.md"
-        index = memory / "MEMORY.md"
-        known = index.read_text() if index.exists() else ""
         uses = (
             ToolUseBlock(
                 id=f"{name}-w",
                 name="Write",
                 input={"file_path": str(memory / name), "content": MEMORY_FILE.format(name=name)},
-            ),
-            ToolUseBlock(
-                id=f"{name}-i",
-                name="Write",
-                input={"file_path": str(index), "content": f"{known}- [{name}]({name}) — x\n"},
             ),
         )
         return Message(role="assistant", content=uses)

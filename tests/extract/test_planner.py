@@ -368,8 +368,10 @@ def test_the_first_standalone_run_is_priced_with_its_cache_cold(tmp_path: Path) 
     billed) at the cache-write price, not as the warm standalone run it makes possible.
     It is taken on the first run already, dearer than the fork, because the runs after it
     pay it back: forking first and switching later pays the same cold write, later."""
+    # A host prefix of ~1,800 tokens: with memdir's shorter prompt (no index to show or
+    # edit) a fork under a prefix of ~1,200 costs little enough to be taken instead.
     runs, usage = served_runs(
-        tmp_path, system="You are a coding agent. " * 200, tools=WRITE_TOOLS, turns=3
+        tmp_path, system="You are a coding agent. " * 300, tools=WRITE_TOOLS, turns=3
     )
     first, second, third = runs
     assert first["mode"] == "standalone"

@@ -635,3 +635,37 @@ def test_a_hosts_memory_section_is_recognised(system: object, found: bool) -> No
 def test_memdirs_own_memory_section_is_recognised(tmp_path: Path, layout: MemoryFormat) -> None:
     for team in (False, True):
         assert has_memory_section(memory_prompt(tmp_path, team, format=layout))
+
+
+@pytest.mark.parametrize("team", [False, True], ids=["private", "team"])
+@pytest.mark.parametrize("host_memory", [False, True], ids=["whole", "short"])
+def test_where_memdir_indexes_the_prompt_asks_for_no_index_edit(
+    team: bool, host_memory: bool
+) -> None:
+    index = "# Notes\n- [Role](user_role.md) — data engineer\n"
+    parts = extract_prompt_parts(
+        3,
+        "",
+        memory_dir=MEMORY_DIR,
+        team=team,
+        index_text=index,
+        team_index_text=index,
+        host_memory=host_memory,
+        memories=[],
+        memdir_indexes=True,
+    )
+    prompt = " ".join(parts.whole.split())
+    # The index is not shown, nor counted as read, nor to be edited.
+    assert "data engineer" not in prompt
+    assert "as it is now" not in prompt
+    assert "counts as read" not in prompt
+    assert "add a pointer line" not in prompt
+    assert "its pointer out of" not in prompt
+    assert "index lines under" not in prompt
+    assert "index entries" not in prompt
+    # It says who keeps it, in words a host's own memory section cannot override.
+    assert "memdir writes each memory's" in prompt
+    alone = ("leave `MEMORY.md` alone", "leave each directory's `MEMORY.md` alone")
+    assert any(words in prompt for words in alone)
+    if host_memory:
+        assert "whatever the system prompt says" in prompt

@@ -81,7 +81,9 @@ def test_memdirs_own_request_holds_the_turns_date_and_the_projects_claude_md(
     assert MARKER in opening.text
     # The memory's state goes last, after the request: a save changes nothing before it.
     assert "## `MEMORY.md` as it is now" not in opening.text
-    assert "does not exist yet: create it with `Write`." in last.text
+    # memdir writes the index lines: the agent is not shown the index at all.
+    assert "MEMORY.md` as it is now" not in last.text
+    assert "The memory directory is empty." in last.text
     assert MARKER not in last.text
     # The date of the newest message the run covers, not of the first, nor the run's.
     local = CONVERSATION[-1].timestamp

@@ -1,4 +1,4 @@
-"""No wasted requests: a run ends on its writes, and the index it is shown counts as read."""
+"""No wasted requests: a run ends on its writes, memdir's tools writing each index line."""
 
 from __future__ import annotations
 
@@ -7,12 +7,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import filelock
 import pytest
 
 from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
 from memdir.fork import CacheSafeParams
 from memdir.messages import Message, ToolUseBlock
 from memdir.models import ModelRequest
+from memdir.store import lock_path
 from memdir.telemetry import CollectingSink
 from memdir.testing import FunctionModel
 
@@ -63,59 +65,48 @@ def run(
 
 
 @pytest.mark.parametrize("fork", [True, False], ids=["fork", "standalone"])
-def test_a_save_is_one_request_the_index_edited_without_a_read(tmp_path: Path, fork: bool) -> None:
+def test_a_save_is_one_request_of_writes_and_memdir_indexes_it(tmp_path: Path, fork: bool) -> None:
     memory = tmp_path / "memory"
 
     def answers(request: ModelRequest, n: int) -> Message:
         assert n == 1, "the run should have ended on its writes"
-        return Message(
-            role="assistant",
-            content=(
-                call("Write", 1, file_path=str(memory / "freeze.md"), content=NOTE),
-                call(
-                    "Edit",
-                    2,
-                    file_path=str(memory / "MEMORY.md"),
-                    old_string=INDEX,
-                    new_string=INDEX + "- [Freeze](freeze.md) — from 2026-12-04\n",
-                ),
-            ),
-        )
+        write = call("Write", 1, file_path=str(memory / "freeze.md"), content=NOTE)
+        return Message(role="assistant", content=(write,))
 
     requests, sink, memory = run(tmp_path, answers, fork=fork)
     assert len(requests) == 1
+    system = requests[0].system
     shown = requests[0].messages[-1].text
-    assert "```markdown\n- [Role](user_role.md) — data engineer\n```" in shown
+    # Not shown the index, and told memdir keeps it: the agent writes the memory alone.
+    assert "data engineer" not in shown
+    told = " ".join(f"{system if isinstance(system, str) else ''}\n{shown}".split())
+    assert "memdir writes each memory's pointer line" in told
     (event,) = sink.named("extract.run")
     assert event.fields["turn_count"] == 1
     assert event.fields["memories_saved"] == 1
-    assert "](freeze.md)" in (memory / "MEMORY.md").read_text()
+    assert (memory / "MEMORY.md").read_text() == (
+        INDEX + "- [freeze](freeze.md) — the release freeze starts 2026-12-04\n"
+    )
 
 
-def test_nothing_to_save_is_one_request(tmp_path: Path) -> None:
-    requests, sink, _ = run(tmp_path, lambda r, n: "Nothing to save.", fork=False)
-    assert len(requests) == 1
-    assert sink.named("extract.run")[0].fields["turn_count"] == 1
-
-
-def test_a_memory_written_but_not_indexed_gets_another_turn(tmp_path: Path) -> None:
+def test_a_memory_memdir_could_not_index_gets_another_turn(tmp_path: Path) -> None:
     memory = tmp_path / "memory"
+    # Another process holds the index for longer than memdir's Write waits for it.
+    held = filelock.FileLock(lock_path(memory / "MEMORY.md"))
 
     def answers(request: ModelRequest, n: int) -> Message | str:
         if n == 1:
+            held.acquire()
             write = call("Write", 1, file_path=str(memory / "freeze.md"), content=NOTE)
             return Message(role="assistant", content=(write,))
-        if n == 2:
-            pointer = INDEX + "- [Freeze](freeze.md) — from 2026-12-04\n"
-            edit = call(
-                "Edit", 2, file_path=str(memory / "MEMORY.md"), old_string=INDEX, new_string=pointer
-            )
-            return Message(role="assistant", content=(edit,))
+        held.release()
         return "Saved."
 
-    requests, sink, _ = run(tmp_path, answers, fork=False)
-    assert len(requests) == 2  # the index Edit completed the work: no third request
-    assert "](freeze.md)" in (memory / "MEMORY.md").read_text()
+    requests, _, memory = run(tmp_path, answers, fork=False)
+    # The Write succeeded; the run did not end on it, as the memory has no line yet.
+    assert len(requests) == 2
+    assert (memory / "freeze.md").is_file()
+    assert "](freeze.md)" not in (memory / "MEMORY.md").read_text()
 
 
 def test_with_skip_index_a_write_alone_ends_the_run(tmp_path: Path) -> None:
@@ -125,8 +116,9 @@ def test_with_skip_index_a_write_alone_ends_the_run(tmp_path: Path) -> None:
         write = call("Write", 1, file_path=str(memory / "freeze.md"), content=NOTE)
         return Message(role="assistant", content=(write,)) if n == 1 else "Saved."
 
-    requests, _, _ = run(tmp_path, answers, fork=False, index=None, skip_index=True)
+    requests, _, memory = run(tmp_path, answers, fork=False, index=None, skip_index=True)
     assert len(requests) == 1
+    assert not (memory / "MEMORY.md").exists()  # no index kept: memdir writes none either
 
 
 def test_a_failed_write_gets_an_answer(tmp_path: Path) -> None:
@@ -145,25 +137,24 @@ def test_a_failed_write_gets_an_answer(tmp_path: Path) -> None:
     assert len(requests) == 2
 
 
-def test_an_index_changed_since_the_prompt_must_be_read_again(tmp_path: Path) -> None:
+def test_the_index_is_not_shown_so_an_edit_of_it_needs_a_read(tmp_path: Path) -> None:
     memory = tmp_path / "memory"
+    results: list[str] = []
 
     def answers(request: ModelRequest, n: int) -> Message | str:
         if n == 1:
-            # Someone else updates the index between the prompt and the edit.
-            (memory / "MEMORY.md").write_text(INDEX + "- [Other](other.md) — theirs\n")
             edit = call(
                 "Edit", 1, file_path=str(memory / "MEMORY.md"), old_string=INDEX, new_string="x\n"
             )
             return Message(role="assistant", content=(edit,))
-        result = request.messages[-1].tool_results[0]
-        assert result.is_error
-        assert "changed on disk since it was Read" in result.text
+        results.append(request.messages[-1].tool_results[0].text)
         return "Nothing."
 
     requests, _, memory = run(tmp_path, answers, fork=True)
     assert len(requests) == 2
-    assert "[Other](other.md)" in (memory / "MEMORY.md").read_text()
+    # Written by memdir's tools, not the agent: the index no longer counts as read.
+    assert "has not been Read" in results[0]
+    assert (memory / "MEMORY.md").read_text() == INDEX
 
 
 def test_other_memory_files_still_need_a_read(tmp_path: Path) -> None:
@@ -185,3 +176,27 @@ def test_other_memory_files_still_need_a_read(tmp_path: Path) -> None:
 
     requests, _, _ = run(tmp_path, answers, fork=True)
     assert len(requests) == 2
+
+
+def test_a_memory_directory_behind_a_symlink_still_ends_on_the_write(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "MEMORY.md").write_text(INDEX)
+    memory = tmp_path / "memory"
+    memory.symlink_to(real, target_is_directory=True)
+    requests: list[ModelRequest] = []
+
+    async def answer(request: ModelRequest) -> Message | str:
+        requests.append(request)
+        write = call("Write", 1, file_path=str(memory / "freeze.md"), content=NOTE)
+        return Message(role="assistant", content=(write,)) if len(requests) == 1 else "Saved."
+
+    extractor = MemoryExtractor(memory, FunctionModel(answer), ExtractConfig())
+
+    async def main() -> None:
+        extractor.on_turn_end(TurnContext(messages=CONVERSATION, cwd=str(tmp_path)))
+        await extractor.drain()
+
+    asyncio.run(main())
+    assert "](freeze.md)" in (real / "MEMORY.md").read_text()
+    assert len(requests) == 1  # the written file's real path matched its line

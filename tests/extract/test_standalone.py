@@ -151,7 +151,8 @@ def test_extractor_without_params_sends_its_own_request(tmp_path: Path) -> None:
     assert [t["name"] for t in request.tools] == ["Read", "Write", "Edit"]
     opening, *conversation, prompt = request.messages
     assert opening.is_meta
-    assert "`MEMORY.md` does not exist yet" in prompt.text
+    assert "The memory directory is empty." in prompt.text  # and no index is shown
+    assert "MEMORY.md` as it is now" not in prompt.text
     assert [m.text for m in conversation] == [m.text for m in convo(2)]
     assert prompt.text.startswith("# Memory update")
     assert "the last ~4 messages" in prompt.text

@@ -5,8 +5,8 @@ Usage: ``python _crash_child.py MODE MEMORY_DIR WORK_DIR SEED CHILD TURNS``
 ``MODE`` picks the write path, both of them memdir's own code end to end:
 
 - ``extractor``: a :class:`~memdir.extract.MemoryExtractor` in an async host, with a
-  :class:`~memdir.testing.FunctionModel` that Reads, then Writes a topic file, then Edits
-  (or Writes) ``MEMORY.md`` through the fork's tools; after each run the session cursor
+  :class:`~memdir.testing.FunctionModel` that Reads, then Writes a topic file through the
+  fork's tools, which write its ``MEMORY.md`` line; after each run the session cursor
   is recorded with :meth:`~memdir.state.StateFile.put`, as the command line does.
 - ``cli``: the ``memdir extract`` path (``extract_transcript``) with the offline model on a
   transcript that grows by a turn or two before each pass.
@@ -40,6 +40,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import memdir.store._repair
 from memdir._cli._run import completed_turn_ends, extract_transcript
 from memdir.extract import ExtractConfig, MemoryExtractor, MemorySaved, TurnContext
 from memdir.messages import Message, ToolUseBlock, derive_uuid
@@ -130,6 +131,19 @@ def _announcing_prepare(self: MemoryFiles, path: Path, text: str) -> str:
 
 MemoryFiles.prepare = _announcing_prepare  # type: ignore[method-assign]
 
+# The module's namespace: the name memdir's index writes look up when they run.
+_repair_names = vars(memdir.store._repair)
+_index_write = _repair_names["atomic_write"]
+
+
+def _announcing_index_write(path: str | os.PathLike[str], data: str | bytes) -> None:
+    """The index lines memdir's tools write with each memory, announced before the write."""
+    report("WRITE", relative(Path(path).parent, path), digest(data))
+    _index_write(path, data)
+
+
+_repair_names["atomic_write"] = _announcing_index_write
+
 
 def notice_for(root: Path) -> Callable[[MemorySaved], None]:
     def notice(event: MemorySaved) -> None:
@@ -156,11 +170,6 @@ def topic_path(root: Path, turn: int) -> Path:
     return root / f"topic-{turn % TOPICS}.md"
 
 
-def index_line(turn: int) -> str:
-    topic = turn % TOPICS
-    return f"- [Topic {topic}](topic-{topic}.md) — turn {turn}"
-
-
 def topic_text(plan: Plan) -> str:
     topic = plan.turn % TOPICS
     rng = random.Random(plan.turn * 1_000_003 + plan.child)
@@ -179,31 +188,8 @@ def tool_call(name: str, n: int, **arguments: str) -> Message:
     return Message(role="assistant", content=(use,))
 
 
-def index_update(root: Path, plan: Plan) -> Message | None:
-    """The call that puts this turn's line into ``MEMORY.md``; ``None`` when it is there."""
-    index = root / ENTRYPOINT_NAME
-    line = index_line(plan.turn)
-    if not index.exists():
-        return tool_call("Write", plan.turn, file_path=str(index), content=f"{line}\n")
-    text = index.read_text(encoding="utf-8")
-    head = line.split(" — ", 1)[0]
-    for old in text.splitlines():
-        if old.split(" — ", 1)[0] == head:
-            if old == line:
-                return None
-            return tool_call(
-                "Edit", plan.turn, file_path=str(index), old_string=old, new_string=line
-            )
-    if not text.strip():
-        return tool_call("Write", plan.turn, file_path=str(index), content=f"{line}\n")
-    last = text.rstrip("\n").rsplit("\n", 1)[-1]
-    return tool_call(
-        "Edit", plan.turn, file_path=str(index), old_string=last, new_string=f"{last}\n{line}"
-    )
-
-
 def topic_writer(root: Path, plan: Plan) -> Callable[[ModelRequest], Message | str]:
-    """The model: Read what exists, Write the topic file, then update the index."""
+    """The model: Read what exists, then Write the topic file (memdir's Write indexes it)."""
 
     def answer(request: ModelRequest) -> Message | str:
         if not request.messages[-1].is_tool_result:
@@ -220,18 +206,13 @@ def topic_writer(root: Path, plan: Plan) -> Callable[[ModelRequest], Message | s
                 )
                 return Message(role="assistant", content=uses)
         if plan.stage == "write":
-            plan.stage = "index"
+            plan.stage = "done"
             return tool_call(
                 "Write",
                 plan.turn,
                 file_path=str(topic_path(root, plan.turn)),
                 content=topic_text(plan),
             )
-        if plan.stage == "index":
-            plan.stage = "done"
-            update = index_update(root, plan)
-            if update is not None:
-                return update
         return f"Saved topic {plan.turn % TOPICS}."
 
     return answer

@@ -2,9 +2,10 @@
 
 Each iteration starts a fresh child (``_crash_child.py``) on the same memory directory,
 so damage would pile up: the child runs memdir's real write paths — the extractor with a
-model that Reads, Writes a topic file and then Edits ``MEMORY.md``, recording its cursor in
-the state file after each run (mode ``extractor``), or the ``memdir extract`` path with
-the offline model on a growing transcript (mode ``cli``) — and reports each write it is
+model that Reads and Writes a topic file (memdir's Write adds its ``MEMORY.md`` line),
+recording its cursor in the state file after each run (mode ``extractor``), or the
+``memdir extract`` path with the offline model on a growing transcript (mode ``cli``) —
+and reports each write it is
 about to make, each memory the extractor reports saved and each cursor the state file
 holds. After a random delay the parent kills it with SIGKILL and checks that:
 
@@ -63,7 +64,10 @@ FINISH_TIMEOUT = 180.0
 # mode takes a few tens of milliseconds, a pass of the cli mode a few tenths of a second.
 SPREAD = {"extractor": 0.45, "cli": 0.9}
 TURNS_PER_CHILD = 10_000  # more than any child gets through before its kill
-_EXTRACTOR_LINE = re.compile(r"- \[Topic (\d+)\]\((?P<link>topic-\1\.md)\) — turn \d+")
+# The line memdir's Write makes from the topic file's frontmatter (its name as stamped).
+_EXTRACTOR_LINE = re.compile(
+    r"- \[topic-(\d+)\]\((?P<link>topic-\1\.md)\) — Where topic \1 stood at turn \d+"
+)
 _OFFLINE_LINE = re.compile(r"- \[[^\]\n]*\]\((?P<link>[^)\s]+\.md)\)(?: — .+)?")
 _TEMP_FILE = re.compile(r"\..+\.(?:\d+-)?[A-Za-z0-9_]{8}\.tmp")
 
@@ -271,9 +275,9 @@ def check(root: Path, ledger: Ledger, mode: str, *, settled: bool) -> list[str]:
     dangling = sorted(link for link in links if link not in files)
     if dangling:
         ledger.stats["index pointers seen dangling"] += len(dangling)
-        # The extractor mode writes the index after the file; the offline model writes
-        # both at once, so a kill may leave a pointer ahead of its file until the turn
-        # is extracted again.
+        # memdir's Write puts the line in after the file; where the offline model keeps
+        # the index itself it writes both at once, so a kill may leave a pointer ahead of
+        # its file until the turn is extracted again.
         if mode == "extractor" or settled:
             problems.append(f"{ENTRYPOINT_NAME}: points at missing files {dangling}")
 

@@ -229,17 +229,8 @@ def write_call(call_id: str, path: Path | str, name: str, body: str = "body") ->
 
 
 def save_call(call_id: str, path: Path, name: str, body: str = "body") -> Message:
-    """A Write of the memory and of an index pointing at it: a save complete in one turn."""
-    (write,) = write_call(call_id, path, name, body).tool_uses
-    index = ToolUseBlock(
-        id=f"{call_id}_index",
-        name="Write",
-        input={
-            "file_path": str(path.parent / "MEMORY.md"),
-            "content": f"- [{name}]({path.name})\n",
-        },
-    )
-    return Message(role="assistant", content=(write, index))
+    """A Write of the memory, which memdir's tool indexes: a save complete in one turn."""
+    return write_call(call_id, path, name, body)
 
 
 def write_and_read(call_id: str, path: Path, name: str, body: str, read: Path) -> Message:
@@ -333,8 +324,8 @@ def test_a_failed_run_leaves_the_cursor_and_the_next_turn_recovers(
 
             # The server answers again: the next turn covers both turns.
             w.script.add(
+                # memdir's Write indexes it: the run ends on that turn.
                 write_call("toolu_w", w.host.memory / "deploy_key.md", "Deploy key", "In vault."),
-                "Saved one memory.",  # not indexed yet: the run asks once more
             )
             w.extractor.on_turn_end(w.host.turn("turn three: release on Fridays"))
             await settle(w)
@@ -741,7 +732,11 @@ def test_a_model_that_never_stops_is_capped_at_max_turns(tmp_path: Path) -> None
             # A capped run returned normally: the cursor moves.
             assert w.extractor.cursor != cursor
             assert w.extractor.cursor == w.host.messages[-1].uuid
-            assert len(files_under(w.host.memory)) == max_turns
+            notes = [p for p in files_under(w.host.memory) if p.startswith("note_")]
+            assert len(notes) == max_turns
+            # Each indexed by memdir's Write as it was saved.
+            index = (w.host.memory / "MEMORY.md").read_text()
+            assert all(f"]({note})" in index for note in notes)
             assert_no_partial_files(w.host.memory)
 
             # The model behaves again: the next run covers only the new turn.

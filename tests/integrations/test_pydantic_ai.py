@@ -98,41 +98,21 @@ def memory_file(name: str) -> str:
 
 
 def memory_writes(memory: Path, n: int, tools: Sequence[str]) -> tuple[ToolUseBlock, ...]:
-    """Run ``n`` of the memory agent: one note and its line in the index, in one turn,
-    through the ``memory`` tool when the request offers it (a fork of an agent that has
-    it), else through memdir's own Write (a standalone request)."""
-    line = f"- [note {n}](note_{n}.md) — x\n"
+    """Run ``n`` of the memory agent: one note in one turn, through the ``memory`` tool
+    when the request offers it (a fork of an agent that has it), else through memdir's
+    own Write (a standalone request). memdir's tools write its index line."""
     if "memory" in tools:
-        index: dict[str, Any] = (
-            {"command": "create", "path": "/memories/MEMORY.md", "file_text": line}
-            if n == 0
-            else {
-                "command": "insert",
-                "path": "/memories/MEMORY.md",
-                "insert_line": n,
-                "insert_text": line,
-            }
-        )
         note = {
             "command": "create",
             "path": f"/memories/note_{n}.md",
             "file_text": memory_file(f"n{n}"),
         }
-        return (
-            ToolUseBlock(id=f"toolu_m{n}", name="memory", input=note),
-            ToolUseBlock(id=f"toolu_i{n}", name="memory", input=index),
-        )
-    known = "".join(f"- [note {i}](note_{i}.md) — x\n" for i in range(n))
+        return (ToolUseBlock(id=f"toolu_m{n}", name="memory", input=note),)
     return (
         ToolUseBlock(
             id=f"toolu_m{n}",
             name="Write",
             input={"file_path": str(memory / f"note_{n}.md"), "content": memory_file(f"n{n}")},
-        ),
-        ToolUseBlock(
-            id=f"toolu_i{n}",
-            name="Write",
-            input={"file_path": str(memory / "MEMORY.md"), "content": known + line},
         ),
     )
 

@@ -130,16 +130,8 @@ def test_a_host_with_four_markers_still_gets_its_memories(tmp_path: Path) -> Non
         "---\n\nReleases leave on Thursdays.\n\n**Why:** the train.\n\n**How to apply:** plan.\n"
     )
     write = ToolUseBlock(id="w1", name="Write", input={"file_path": str(note), "content": content})
-    index = ToolUseBlock(
-        id="w2",
-        name="Write",
-        input={
-            "file_path": str(memory / "MEMORY.md"),
-            "content": "- [Release train](release_train.md) — Thursdays\n",
-        },
-    )
     sink = CollectingSink()
-    with FakeAnthropicServer(["Noted.", Message(role="assistant", content=(write, index))]) as fake:
+    with FakeAnthropicServer(["Noted.", Message(role="assistant", content=(write,))]) as fake:
         model = AnthropicModel(
             "claude-test", api_key="k", base_url=fake.base_url, retry=RetryPolicy(max_retries=0)
         )

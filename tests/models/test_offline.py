@@ -20,7 +20,7 @@ from memdir.extract import (
     build_extract_auto_only_prompt,
     build_extract_combined_prompt,
 )
-from memdir.extract._prompts import changed_section
+from memdir.extract._prompts import changed_section, extract_prompt_parts
 from memdir.fork import CacheSafeParams
 from memdir.messages import Message, ToolResultBlock, ToolUseBlock
 from memdir.models import Model, ModelRequest, ModelResponse, OfflineModel
@@ -399,10 +399,9 @@ def test_tools_stay_inside_the_memory_dir_and_runs_take_one_request_or_two(
         "Remember that the staging DB is read-only on Sundays. The demo is tomorrow.",
         "Forget the polars rule.",
     )
-    # A first memory: one request, the index being created. After it, the memory agent is
-    # shown the index without its pointer lines (the list of files carries them), and the
-    # offline model, which rewrites the whole index, reads it first; so does forgetting.
-    assert [r.fields["turn_count"] for r in session.runs()] == [1, 2, 2]
+    # New memories take one request each run: memdir's tools write their index lines,
+    # so nothing is read first. Forgetting reads the file it empties, then writes it.
+    assert [r.fields["turn_count"] for r in session.runs()] == [1, 1, 2]
     assert all(not r.fields["hit_max_turns"] for r in session.runs())
     root = MemoryDir(session.memory)
     uses = [u for r in session.model.responses for u in r.message.tool_uses]
@@ -512,6 +511,10 @@ def test_every_prompt_pattern_matches_some_real_prompt() -> None:
         build_extract_combined_prompt(3, "- b.md (2026-01-01T00:00:00.000Z)", skip, memory_dir="/m")
         for skip in (False, True)
     ]
+    # The prompt of memdir's own runs, whose tools write the index lines.
+    prompts.append(
+        extract_prompt_parts(3, "", memory_dir="/m", memories=[], memdir_indexes=True).whole
+    )
     # What memdir's own request adds around the prompt: its first message, and the memory
     # files changed since the list in it.
     header = MemoryHeader(

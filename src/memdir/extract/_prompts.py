@@ -220,11 +220,20 @@ topic, not date, loaded into every conversation and cut at {max_lines} lines."""
 
 _NO_INDEX = "No index here: do not create, read or change `MEMORY.md`."
 
+_MEMDIR_INDEX = """\
+Index: memdir writes each memory's pointer line in {index} itself, from its `name` and \
+`description` (under ~{line_chars} characters), and drops it when the file is emptied: \
+leave {indexes} alone."""
+
+_SHORT_MEMDIR_INDEX = """\
+- memdir writes each memory's `MEMORY.md` line itself, from its `name` and `description`, \
+whatever the system prompt says: leave `MEMORY.md` alone."""
+
 _SHORT = """\
 ## How this run works
 
 Your system prompt's memory section rules the types, what not to save, and how memory \
-files and index entries look; this adds how this run goes.{named}
+files{entries} look; this adds how this run goes.{named}
 
 - One fact per file (two facts, two files); link related memories as `[[name]]`.
 - `Read`, `Grep`, `Glob` anywhere; `Bash` read-only (no `rm`: `Edit` a memory away to \
@@ -308,10 +317,16 @@ def extract_prompt_parts(
     memories: Sequence[MemoryHeader] | None = None,
     new_text: str = "",
     list_budget: int | None = None,
+    memdir_indexes: bool = False,
 ) -> PromptParts:
     """The extraction prompt for one private directory, or (``team``) a private and a team
     directory, in parts; the other arguments are those of
     :func:`build_extract_auto_only_prompt` and :func:`build_extract_combined_prompt`.
+
+    ``memdir_indexes``: memdir's own file tools keep each memory's ``MEMORY.md`` line
+    (:attr:`memdir.tools.MemoryFiles.index`), so the agent is told to leave the index
+    alone and is not shown it; without it (a fork whose writes bypass memdir's tools)
+    the agent keeps the index itself, from its text shown here.
 
     ``memories``, when given, are the store's files in the order to list them, and take
     the place of ``manifest``: each memory is then shown once, in the list, and the index
@@ -351,7 +366,7 @@ def extract_prompt_parts(
         request += "\n\n" + _touched_section(memories, new_text, list_budget)
     # With the list given, it carries every memory, and the index drops its pointer lines.
     elide = memories is not None
-    if not skip_index:
+    if not skip_index and not memdir_indexes:
         if team:
             private = "`MEMORY.md` of the private directory"
             state.append(_index_section(private, index_text, elide))
@@ -360,9 +375,9 @@ def extract_prompt_parts(
         else:
             state.append(_index_section("`MEMORY.md`", index_text, elide))
     instructions = (
-        _short_instructions(team, skip_index, named=memory_dir is not None)
+        _short_instructions(team, skip_index, named=memory_dir is not None, memdir=memdir_indexes)
         if host_memory
-        else _instructions(team, skip_index, memory_format)
+        else _instructions(team, skip_index, memory_format, memdir=memdir_indexes)
     )
     return PromptParts(
         request=request, state=_join(*state), instructions=instructions, listing=listing
@@ -388,14 +403,24 @@ _NAMED = " Save in the directory named above, even where the system prompt names
 _KNOWN = " (a shown index counts as read)"
 
 
-def _short_instructions(team: bool, skip_index: bool, named: bool) -> str:
+def _short_instructions(team: bool, skip_index: bool, named: bool, memdir: bool = False) -> str:
     where = "the two memory directories" if team else "the memory directory"
-    known = "" if skip_index else _KNOWN
+    # With memdir keeping the index, the agent neither sees nor writes it.
+    own_index = not skip_index and not memdir
+    known = _KNOWN if own_index else ""
     named_line = _NAMED if named else ""
-    short_index = "" if skip_index else f", index lines under ~{_INDEX_LINE_CHARS} characters"
-    sections = [_SHORT.format(where=where, known=known, named=named_line, short_index=short_index)]
+    short_index = f", index lines under ~{_INDEX_LINE_CHARS} characters" if own_index else ""
+    entries = "" if memdir else " and index entries"
+    sections = [
+        _SHORT.format(
+            where=where, known=known, named=named_line, short_index=short_index, entries=entries
+        )
+    ]
     if team:
         sections[0] += "\n" + _SHORT_TEAM_SECRETS
+    if memdir and not skip_index:
+        # The host's own memory section (Claude Code's) says to add the line by hand.
+        sections[0] += "\n" + _SHORT_MEMDIR_INDEX
     if skip_index:
         sections.append(_NO_INDEX)
     sections.append(_SHORT_FINISH)
@@ -420,7 +445,9 @@ def _index_section(label: str, text: str | None, elide: bool = False) -> str:
     return _INDEX_TEXT.format(label=label, lead=lead, text=body, fence=fence)
 
 
-def _instructions(team: bool, skip_index: bool, memory_format: MemoryFormat) -> str:
+def _instructions(
+    team: bool, skip_index: bool, memory_format: MemoryFormat, memdir: bool = False
+) -> str:
     types = [_TYPE_USER, _TYPE_FEEDBACK, _TYPE_PROJECT, _TYPE_REFERENCE]
     if team:
         where = "the two memory directories"
@@ -439,6 +466,13 @@ def _instructions(team: bool, skip_index: bool, memory_format: MemoryFormat) -> 
     if skip_index:
         unindex = ""
         how += "\n\n" + _NO_INDEX
+    elif memdir:
+        unindex = ""
+        # Mid-sentence here: "each directory's", not the sentence-initial "Each".
+        leave = indexes[:1].lower() + indexes[1:]
+        how += "\n\n" + _MEMDIR_INDEX.format(
+            index=index, line_chars=_INDEX_LINE_CHARS, indexes=leave
+        )
     else:
         how += "\n\n" + _INDEX.format(
             index=index,
@@ -448,7 +482,7 @@ def _instructions(team: bool, skip_index: bool, memory_format: MemoryFormat) -> 
         )
     return _join(
         _TOOLS.format(where=where),
-        _TURNS.format(known="" if skip_index else _KNOWN),
+        _TURNS.format(known="" if skip_index or memdir else _KNOWN),
         _REQUESTS.format(unindex=unindex),
         _TYPES_INTRO + "\n\n" + "\n".join(types),
         _NOT_TO_SAVE,

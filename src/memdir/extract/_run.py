@@ -2,9 +2,11 @@
 own request.
 
 The extractor decides *whether* a turn gets a run (its state machine); this module decides
-*how*. Both ways see the same new messages, the same list of memory files and the same text
-of ``MEMORY.md`` (which counts as read, so a save takes one request), and both end as soon
-as a turn's calls have all written successfully. What a fork would cost is worked out in
+*how*. Both ways see the same new messages and the same list of memory files; neither sees
+``MEMORY.md``: memdir's file tools write a new memory's index line themselves
+(:attr:`memdir.tools.MemoryFiles.index`), so a save is one turn of ``Write`` calls and its
+output is the memory alone. Both end as soon as a turn's calls have all written
+successfully. What a fork would cost is worked out in
 ``_fork_shape``; memdir's own request is built and priced here.
 """
 
@@ -53,7 +55,6 @@ from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
 from memdir.store import ENTRYPOINT_NAME, MemoryDir, MemoryHeader, format_manifest
 from memdir.telemetry import Sink
 from memdir.tools import (
-    FileStamp,
     MemoryFiles,
     MemoryTool,
     Tool,
@@ -86,37 +87,6 @@ class RunOutcome:
     """Model-visible messages it covered as new."""
     cost: float
     """Its usage at the prices of the model it called."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Index:
-    """One ``MEMORY.md`` as the run starts: its text (None: missing) and its state."""
-
-    path: Path
-    text: str | None
-    real: str
-    stamp: FileStamp | None
-
-
-def _read_index(path: Path) -> _Index:
-    real = os.path.realpath(path)
-    try:
-        with open(real, "rb") as handle:
-            # Stamped before reading, as Read stamps: a change racing with this read looks
-            # like a change after it, so an Edit then asks for a fresh Read.
-            st = os.fstat(handle.fileno())
-            data = handle.read()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return _Index(path=path, text=None, real=real, stamp=None)
-    except OSError:
-        return _Index(path=path, text=None, real=real, stamp=None)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return _Index(path=path, text=None, real=real, stamp=None)
-    return _Index(
-        path=path, text=text, real=real, stamp=FileStamp(mtime_ns=st.st_mtime_ns, size=st.st_size)
-    )
 
 
 _EMPTY_STATE = "The memory directory is empty."
@@ -232,7 +202,7 @@ class Runner:
         md = self._md
         await self.conversation.update(messages)
         cwd = turn.cwd or os.getcwd()
-        headers, indexes, project = await asyncio.to_thread(self._read_state, cwd)
+        headers, project = await asyncio.to_thread(self._read_state, cwd)
         end = len(messages)
         # Rendering a window (a first one can hold 100k tokens of conversation) is work
         # for worker threads, in slices: on the host's loop, or in one call holding the
@@ -244,8 +214,6 @@ class Runner:
             chunk_tokens=self._config.context_budget_tokens,
             floor=self._window_floor(cursor),
         )
-        index_text = indexes[0].text
-        team_index_text = indexes[1].text if len(indexes) > 1 else None
         team = self._config.team
 
         def parts_for(
@@ -260,14 +228,15 @@ class Runner:
                 memory_dir=str(md.root),
                 team=team,
                 team_dir=str(md.team_dir) if team else None,
-                index_text=index_text,
-                team_index_text=team_index_text,
                 today=_turn_date(messages, cursor, end, reported_at),
                 memory_format=self._config.memory_format,
                 host_memory=host_memory,
                 memories=listed,
                 new_text=new,
                 list_budget=self._config.memory_list_entries,
+                # memdir's tools write each new memory's index line (MemoryFiles.index):
+                # the agent neither sees nor edits the index.
+                memdir_indexes=True,
             )
 
         now = self._clock()
@@ -321,12 +290,12 @@ class Runner:
                 md, allow_private_secrets=self._config.allow_private_secrets
             ),
             memory_files=MemoryFiles(
-                memory_dir=md, format=self._config.memory_format, session_id=turn.session_id
+                memory_dir=md,
+                format=self._config.memory_format,
+                session_id=turn.session_id,
+                index=not self._config.skip_index,
             ),
         )
-        for index in indexes:
-            if index.stamp is not None:
-                context.read_files[index.real] = index.stamp  # its text is in the prompt
         gate = auto_mem_can_use_tool(
             md,
             cwd=cwd,
@@ -456,15 +425,12 @@ class Runner:
             if seconds >= 0:
                 self.stats.record_gap(seconds, lifetime)
 
-    def _read_state(self, cwd: str) -> tuple[list[Any], list[_Index], str]:
+    def _read_state(self, cwd: str) -> tuple[list[Any], str]:
         md = self._md
         headers = md.scan()
-        indexes = [_read_index(md.entrypoint)]
-        if self._config.team:
-            indexes.append(_read_index(md.team_entrypoint))
         # Read for memdir's own request only; a fork's host has loaded them already.
         files = load_instruction_files(cwd) if self._config.load_instructions else ()
-        return headers, indexes, format_instruction_files(files)
+        return headers, format_instruction_files(files)
 
     # --- the two shapes ---------------------------------------------------------------------
 
@@ -652,8 +618,10 @@ class Runner:
     def _indexed(self, written: tuple[Path, ...]) -> bool:
         """Whether every memory written so far has its pointer in its directory's index.
 
-        A run ends after a turn of successful writes only then: a model that saves the
-        file in one turn and means to index it in the next gets that next turn.
+        A run ends after a turn of successful writes only then. memdir's tools write the
+        pointer with the file, so this holds after the turn that saves it; it fails only
+        where they could not (the index locked for long by another process), and the
+        model's next turn is the chance to see that before the repair step adds it.
         """
         if self._config.skip_index:
             return True
@@ -671,7 +639,10 @@ class Runner:
                     indexes[index] = index.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 return False
-            link = os.path.relpath(path, index.parent).replace(os.sep, "/")
+            # Both resolved: a memory directory reached through a symlink has its files
+            # written at their real paths, and its index links them relative to itself.
+            real_parent = os.path.realpath(index.parent)
+            link = os.path.relpath(os.path.realpath(path), real_parent).replace(os.sep, "/")
             if f"]({link})" not in indexes[index]:
                 return False
         return True

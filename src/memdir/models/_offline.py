@@ -2,8 +2,9 @@
 
 It answers the memory agent's requests the way a careful model would, through the same
 fork, tools and permission gate: the first request gets parallel ``Read`` calls for the
-index and the files it may change, the second parallel ``Write`` calls, the third a
-one-line summary. Nothing is kept between requests. Every answer is worked out again from
+files it may change (and the index, where the prompt leaves the index to the agent rather
+than to memdir's tools), the second parallel ``Write`` calls, the third a one-line
+summary. Nothing is kept between requests. Every answer is worked out again from
 the request alone — the prompt names the directories, the manifest and the message count,
 the conversation holds what the user said and what the Reads returned — so the same
 request always gets the same answer, and the model never touches the disk itself.
@@ -218,9 +219,15 @@ def _match(
     return scored[0][2] if scored and scored[0][0] < 0 else None
 
 
+def _edits_index(prompt: ExtractionPrompt) -> bool:
+    """Whether the agent keeps ``MEMORY.md`` itself: there is one, and memdir's tools do
+    not write its lines (they add, update and drop each memory's line as it is written)."""
+    return prompt.index and not prompt.memdir_indexes
+
+
 def _reads(prompt: ExtractionPrompt, targets: Sequence[_Target]) -> list[str]:
     reads: list[str] = []
-    if prompt.index:
+    if _edits_index(prompt):
         reads += [os.path.join(t.root, ENTRYPOINT_NAME) for t in targets]
     reads += [t.path for t in targets if t.existing]
     return list(dict.fromkeys(reads))
@@ -341,7 +348,7 @@ def _writes(
         title = target.candidates[0].name if target.candidates and not target.existing else None
         line = _pointer(final, target.link, title) if final.strip() else None
         pointers.setdefault(target.root, {})[target.link] = line
-    if not writes or not prompt.index:
+    if not writes or not _edits_index(prompt):
         return writes
     for root, lines in pointers.items():
         path = os.path.join(root, ENTRYPOINT_NAME)

@@ -40,6 +40,8 @@ PROMPT_PATTERNS: Final[Mapping[str, re.Pattern[str]]] = types.MappingProxyType(
             r"^- Team, shared with everyone who works on this project: `([^`\n]+)`\.$", re.M
         ),
         "no_index": re.compile(r"do not create, read or change `MEMORY\.md`"),
+        # memdir's tools write the index lines; the agent leaves MEMORY.md alone.
+        "memdir_indexes": re.compile(r"memdir writes each memory's"),
         "index_text": re.compile(
             r"^## `MEMORY\.md`(?: of the (?P<scope>private|team) directory)? as it is now\n\n"
             r"(?:[^\n]*holds exactly this[^\n]*\n\n(?P<fence>`{3,})markdown\n(?P<text>.*?)\n"
@@ -96,6 +98,9 @@ class ExtractionPrompt:
     """The team directory, in combined mode."""
     index: bool
     """Whether ``MEMORY.md`` is kept (``False`` with ``skip_index``)."""
+    memdir_indexes: bool = False
+    """Whether memdir writes the index lines itself (the agent then leaves the index
+    alone)."""
     manifest: tuple[ManifestEntry, ...]
     """The existing memory files."""
     indexes: Mapping[str, str | None] = field(default_factory=dict)
@@ -158,6 +163,7 @@ def parse_extraction_prompt(text: str) -> ExtractionPrompt | None:
         memory_dir=memory_dir,
         team_dir=team_dir,
         index=PROMPT_PATTERNS["no_index"].search(text) is None,
+        memdir_indexes=PROMPT_PATTERNS["memdir_indexes"].search(text) is not None,
         manifest=tuple(entries.values()),
         indexes=types.MappingProxyType(indexes),
         format=prompt_format(text),

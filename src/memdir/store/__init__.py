@@ -13,7 +13,8 @@
 - safety: :func:`atomic_write`, :func:`file_lock`, :func:`update_file`, the secret
   scanner (:func:`scan_secrets`, :func:`redact`), and the trash that makes forgetting
   undoable (:func:`forget_memory`, :func:`restore_memory`, :func:`empty_trash`), and
-  the repair step after a crash (:func:`repair_memory_dir`).
+  the repair step after a crash (:func:`repair_memory_dir`), whose index lines the file
+  tools write as a memory is saved (:func:`index_memory_file`).
 """
 
 from memdir.store._atomic import atomic_write, file_lock, lock_path, update_file
@@ -48,7 +49,14 @@ from memdir.store._location import (
     sanitize_path,
 )
 from memdir.store._memory_dir import TEAM_DIR_NAME, MemoryDir
-from memdir.store._repair import STALE_TEMP_SECONDS, Repair, RepairKind, repair_memory_dir
+from memdir.store._repair import (
+    STALE_TEMP_SECONDS,
+    Repair,
+    RepairKind,
+    index_memory_file,
+    repair_memory_dir,
+    without_duplicate_lines,
+)
 from memdir.store._scan import (
     FRONTMATTER_MAX_LINES,
     MemoryHeader,
@@ -110,6 +118,7 @@ __all__ = [
     "forget_memory",
     "format_manifest",
     "format_memory_file",
+    "index_memory_file",
     "iso_timestamp",
     "last_trashed",
     "lock_path",
@@ -127,4 +136,5 @@ __all__ = [
     "trash_entries",
     "truncate_entrypoint",
     "update_file",
+    "without_duplicate_lines",
 ]

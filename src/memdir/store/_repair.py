@@ -49,7 +49,14 @@ from memdir.store._trash import (
     split_lines,
 )
 
-__all__ = ["STALE_TEMP_SECONDS", "Repair", "RepairKind", "repair_memory_dir"]
+__all__ = [
+    "STALE_TEMP_SECONDS",
+    "Repair",
+    "RepairKind",
+    "index_memory_file",
+    "repair_memory_dir",
+    "without_duplicate_lines",
+]
 
 STALE_TEMP_SECONDS = 300.0
 """How old a temporary file that does not name its writer must be to count as left
@@ -204,9 +211,10 @@ def _is_empty(path: Path) -> bool:
         return False
 
 
-def _pointer_line(path: Path, link: str) -> str:
-    """An index line for the memory at ``path``: ``- [name](link) — description``."""
-    parsed = parse_memory_file(_head(path) or "")
+def _pointer_line(path: Path, link: str, head: str | None = None) -> str:
+    """An index line for the memory at ``path``: ``- [name](link) — description``, from
+    its frontmatter (``head``: the file's text, when the caller has it already)."""
+    parsed = parse_memory_file((_head(path) if head is None else head) or "")
     title = (parsed.name or path.stem).strip().replace("]", ")").replace("\n", " ")
     line = f"- [{title}]({link})"
     description = " ".join((parsed.description or "").split())
@@ -432,3 +440,100 @@ def repair_memory_dir(
                     continue  # gone meanwhile, or not ours to remove
                 repairs.append(Repair(kind="temp_removed", path=_relative(memory, temp)))
     return repairs
+
+
+def index_memory_file(
+    memory: MemoryDir,
+    path: Path,
+    *,
+    previous: str | None = None,
+    lock_timeout: float = 1.0,
+) -> bool:
+    """Keep the index line of the memory file at ``path`` in step with the file, just
+    after it was written: the line the repair step would add, added now.
+
+    Under the lock of the index that lists it (``team/MEMORY.md`` for a team memory):
+
+    - a file with text and no line gets one, ``- [name](file.md) — description`` from
+      its frontmatter, as the repair step makes it and as Claude Code's own agent
+      writes them;
+    - a file left empty (or gone) loses its lines: that is how the memory agent forgets;
+    - a file whose line is exactly the one made from its ``previous`` text (memdir made
+      it, nobody reworded it) gets the line made from its new text, so a changed name or
+      description shows; a line someone wrote by hand is left as it is.
+
+    Returns whether the index changed. Raises :class:`~memdir.errors.StoreError` when
+    the index's lock is not had within ``lock_timeout`` seconds; the next repair then
+    puts the line in.
+    """
+    if path.name == ENTRYPOINT_NAME or path.suffix != ".md" or not memory.is_memory_path(path):
+        return False
+    # Taken below the root as given (a real path and a root reached through a symlink
+    # name the same file differently), so that links come out relative to the index.
+    inside = Path(os.path.relpath(os.path.realpath(path), os.path.realpath(memory.root)))
+    if STATE_DIR_NAME in inside.parts:  # memdir's own bookkeeping, the trash with it
+        return False
+    path = memory.root / inside
+    index = _index_of(memory, path)
+    link = os.path.relpath(path, index.parent).replace(os.sep, "/")
+    with file_lock(index, timeout=lock_timeout):
+        try:
+            original = index.read_bytes()
+        except FileNotFoundError:
+            original = b""
+        except OSError:
+            return False
+        lines = split_lines(original)
+        mine = [n for n, line in enumerate(lines) if points_at(line, index.parent, path)]
+        try:
+            text: str | None = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = None
+        if text is None or not text.strip():
+            kept = [line for n, line in enumerate(lines) if n not in mine]
+        else:
+            kept = list(lines)
+            wanted = (_pointer_line(path, link, text) + "\n").encode("utf-8")
+            if not mine:
+                if kept and not kept[-1].endswith(b"\n"):
+                    kept[-1] += b"\n"
+                kept.append(wanted)
+            elif previous is not None:
+                before = _pointer_line(path, link, previous).encode("utf-8")
+                for n in mine:
+                    if lines[n].rstrip(b"\r\n") == before:
+                        kept[n] = wanted if lines[n].endswith(b"\n") else wanted.rstrip(b"\n")
+        updated = b"".join(kept)
+        if updated == original:
+            return False
+        atomic_write(index, updated)
+        return True
+
+
+def without_duplicate_lines(memory: MemoryDir, index: Path, text: str) -> str:
+    """``text``, a new text for the index at ``index``, without the lines memdir wrote
+    (:func:`index_memory_file`) for memories that another of its lines points at too.
+
+    An agent told by its host (Claude Code's memory section) to add each memory's line
+    may still add one after memdir did: its own wording is kept, memdir's copy goes.
+    A line memdir did not make, or the only line of a memory, is never dropped.
+    """
+    if index.name != ENTRYPOINT_NAME or not memory.is_memory_path(index):
+        return text
+    inside = Path(os.path.relpath(os.path.realpath(index), os.path.realpath(memory.root)))
+    index = memory.root / inside
+    lines = text.splitlines(keepends=True)
+    targets = [_targets(memory, index, line.encode("utf-8")) for line in lines]
+    counts: dict[Path, int] = {}
+    for found in targets:
+        if len(found) == 1:
+            counts[found[0]] = counts.get(found[0], 0) + 1
+    kept: list[str] = []
+    for line, found in zip(lines, targets, strict=True):
+        if len(found) == 1 and counts[found[0]] > 1 and found[0].is_file():
+            link = os.path.relpath(found[0], index.parent).replace(os.sep, "/")
+            if line.rstrip("\r\n") == _pointer_line(found[0], link):
+                counts[found[0]] -= 1
+                continue
+        kept.append(line)
+    return "".join(kept)

@@ -68,6 +68,11 @@ class MemoryFiles:
     that has none; ``None`` (unknown) writes no ``originSessionId``."""
     clock: Callable[[], datetime.datetime] = _utc_now
     """The time written as ``modified`` (UTC)."""
+    index: bool = False
+    """Whether memdir keeps each memory's line in its ``MEMORY.md`` as Write and Edit
+    store the file (:func:`~memdir.store.index_memory_file`): added for a new memory,
+    brought up to date when its name or description changes, removed when it is
+    emptied. The memory agent then never spends output on the index."""
 
     def prepare(self, path: Path, text: str) -> str:
         """The text to store at ``path`` (a real, resolved path) for a write of ``text``."""

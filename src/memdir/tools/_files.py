@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from memdir.errors import StoreError
-from memdir.store import ENTRYPOINT_NAME, atomic_write, file_lock
+from memdir.store import (
+    ENTRYPOINT_NAME,
+    MemoryDir,
+    atomic_write,
+    file_lock,
+    index_memory_file,
+    without_duplicate_lines,
+)
 from memdir.store._atomic import STATE_DIR_NAME
 from memdir.tools._base import FileStamp, ToolContext, ToolError, ToolOutput
 from memdir.tools._effects import Effect, ReadsPath, WritesPath, input_object, locate
@@ -335,11 +342,18 @@ def _stat_target(tool: str, path: str, real: str) -> os.stat_result | None:
     return st
 
 
-def _store(tool: str, path: str, real: str, text: str, context: ToolContext) -> None:
+def _store(
+    tool: str, path: str, real: str, text: str, context: ToolContext, previous: str | None = None
+) -> None:
+    """Write ``text`` at ``real`` (``previous``: what the file held, None for a new one)."""
     read_files = context.read_files
-    if context.memory_files is not None:
+    files = context.memory_files
+    if files is not None:
         # Before the guard: what is judged is what will be on disk.
-        text = context.memory_files.prepare(Path(real), text)
+        text = files.prepare(Path(real), text)
+        if files.index:
+            # An agent that adds a line memdir wrote already keeps its own words alone.
+            text = without_duplicate_lines(files.memory_dir, Path(real), text)
     if context.write_guard is not None:
         # The final text and the real target, checked while no other write can run: what
         # two calls of one message produce together is judged, not each call alone.
@@ -352,6 +366,33 @@ def _store(tool: str, path: str, real: str, text: str, context: ToolContext) -> 
         read_files[real] = _stamp(os.stat(real))
     except (StoreError, OSError) as exc:
         raise ToolError(f"{tool}: {exc}") from None
+    if files is not None and files.index:
+        _index(Path(real), previous, files.memory_dir, read_files)
+
+
+def _index(
+    real: Path, previous: str | None, memory: MemoryDir, read_files: dict[str, FileStamp]
+) -> None:
+    """Put the just-written memory's line in its index (see :attr:`MemoryFiles.index`).
+
+    An index the run counts as read stays so when only this line changed it: the
+    change is memdir's own, not one the model has to see before its next Edit."""
+    if real.name == ENTRYPOINT_NAME or real.suffix != ".md" or not memory.is_memory_path(real):
+        return
+    team = memory.team_dir
+    index = (team if memory.is_team_path(real) else memory.root) / ENTRYPOINT_NAME
+    index_real = os.path.realpath(index)
+    try:
+        before = _stamp(os.stat(index_real))
+    except OSError:
+        before = None
+    try:
+        changed = index_memory_file(memory, real, previous=previous)
+    except StoreError:
+        return  # the index is locked for long: the next run's repair step adds the line
+    if changed and before is not None and read_files.get(index_real) == before:
+        with contextlib.suppress(OSError):
+            read_files[index_real] = _stamp(os.stat(index_real))
 
 
 class WriteTool:
@@ -398,8 +439,20 @@ def _write(path: str, content: str, context: ToolContext) -> tuple[bool, str]:
                 f"Write: {path} was deleted since it was Read; Read it again first (write it "
                 "only if it should exist again)"
             )
-        _store("Write", path, real, content, context)
+        indexing = context.memory_files is not None and context.memory_files.index
+        previous = _previous_text(real) if st is not None and indexing else None
+        _store("Write", path, real, content, context, previous)
     return st is None, real
+
+
+def _previous_text(real: str) -> str | None:
+    """The head of a file's text before a Write replaces it, where memdir keeps the index
+    (a memory's changed description updates its line); None where it cannot be read."""
+    try:
+        with open(real, "rb") as handle:
+            return handle.read(64 * 1024).decode("utf-8", errors="replace")
+    except OSError:
+        return None
 
 
 class EditTool:
@@ -473,5 +526,5 @@ def _edit(
         updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
         if crlf:
             updated = updated.replace("\n", "\r\n")
-        _store("Edit", path, real, updated, context)
+        _store("Edit", path, real, updated, context, text)
     return (count if replace_all else 1), real

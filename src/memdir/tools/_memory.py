@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import os
 import posixpath
@@ -54,7 +55,7 @@ from typing import Any
 
 from memdir._private import make_private_dirs
 from memdir.errors import StoreError
-from memdir.store import MemoryDir, MemoryFormat, atomic_write, file_lock
+from memdir.store import MemoryDir, MemoryFormat, atomic_write, file_lock, index_memory_file
 from memdir.store._atomic import STATE_DIR_NAME
 from memdir.tools._base import MemoryFiles, ToolContext, ToolError, ToolOutput
 from memdir.tools._effects import Effect, Invalid, ReadsPath, WritesPath, input_object
@@ -278,10 +279,8 @@ class MemoryTool:
         )
         self._files: MemoryFiles | None = None
         if format is not None:
-            timing = {} if clock is None else {"clock": clock}
-            self._files = MemoryFiles(
-                memory_dir=self.memory_dir, format=format, session_id=session_id, **timing
-            )
+            files = MemoryFiles(memory_dir=self.memory_dir, format=format, session_id=session_id)
+            self._files = files if clock is None else dataclasses.replace(files, clock=clock)
 
     def definition(self) -> dict[str, Any]:
         """The tool entry for ``tools=[...]``: the API supplies its schema and description."""
@@ -326,6 +325,15 @@ class MemoryTool:
         """The text to store at ``real``: a memory file stamped as Claude Code does."""
         files = context.memory_files if context.memory_files is not None else self._files
         return text if files is None else files.prepare(real, text)
+
+    def _index(self, real: Path, previous: str | None, context: ToolContext) -> None:
+        """Keep the index line of the memory just written (or removed) in step, where the
+        run's :class:`MemoryFiles` says memdir keeps the index (``index``). Called once
+        the file's own lock is let go; an index locked for long is left to the repair."""
+        files = context.memory_files
+        if files is not None and files.index:
+            with contextlib.suppress(StoreError):
+                index_memory_file(files.memory_dir, real, previous=previous)
 
     def _check(self, real: Path, text: str, context: ToolContext) -> None:
         """Refuse a write whose final text may not be stored at ``real``."""
@@ -401,6 +409,7 @@ class MemoryTool:
             if os.path.lexists(real):
                 raise ToolError(exists)
             atomic_write(real, text)
+        self._index(real, None, context)
         return ToolOutput(content=f"File created successfully at: {virtual}", written=real)
 
     def _str_replace(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
@@ -428,6 +437,7 @@ class MemoryTool:
             updated = self._prepare(real, replaced, context)
             self._check(real, updated, context)
             atomic_write(real, updated)
+        self._index(real, text, context)
         line = text.count("\n", 0, starts[0])
         if updated != replaced and line >= _header_lines(replaced):
             # Stamping rewrote the frontmatter above the edit: follow it down (or up).
@@ -450,7 +460,8 @@ class MemoryTool:
         added = _lines(_arg(tool_input, "insert_text", str)) or [""]
         _require_file(real, virtual)
         with file_lock(real):
-            lines = _lines(_read_text(real, virtual))
+            before = _read_text(real, virtual)
+            lines = _lines(before)
             if not 0 <= after <= len(lines):
                 raise ToolError(
                     f"Invalid `insert_line` parameter: {after}. "
@@ -460,6 +471,7 @@ class MemoryTool:
             updated = self._prepare(real, updated, context)
             self._check(real, updated, context)
             atomic_write(real, updated)
+        self._index(real, before, context)
         return ToolOutput(content=f"The file {virtual} has been edited.", written=real)
 
     def _delete(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
@@ -473,6 +485,7 @@ class MemoryTool:
         else:
             with file_lock(real):
                 real.unlink()  # a symlink itself, not what it points at
+            self._index(real, None, context)  # gone: its line goes too
         return ToolOutput(content=f"Successfully deleted {virtual}")
 
     def _rename(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
@@ -491,6 +504,9 @@ class MemoryTool:
                 self._check(dst, src.read_text(encoding="utf-8", errors="replace"), context)
             make_private_dirs(new.parent)
             os.rename(old, new)
+        if new.is_file():  # a moved memory: its old line out, a line for where it is now
+            self._index(old, None, context)
+            self._index(new, None, context)
         return ToolOutput(
             content=f"Successfully renamed {old_virtual} to {new_virtual}", written=new
         )
