@@ -73,7 +73,8 @@ class RunStats:
 
     Runs come in two kinds that cost very differently: most find nothing to save and
     answer in a few tokens; a save writes a memory file and its index line, tens to
-    hundreds of tokens at the output price (five to eight times the input's). Each kind
+    hundreds of tokens at the output price (five to eight times the input's; memdir
+    writes the index line itself). Each kind
     keeps its own means, and :attr:`save_share` says how often the second comes. Starts
     from a typical run of each kind.
     """
@@ -83,9 +84,9 @@ class RunStats:
     output_tokens: float = 20.0
     """Tokens such a run generates, on average."""
     save_requests: float = 1.5
-    """Model requests a run that saves makes, on average (one when the file and its
-    index line go out together; a changed memory is read first)."""
-    save_output_tokens: float = 300.0
+    """Model requests a run that saves makes, on average (one when the files go out
+    together; a changed memory is read first)."""
+    save_output_tokens: float = 200.0
     """Tokens a run that saves generates, on average."""
     growth_tokens: float = 400.0
     """Tokens each later request of a run adds to the one before (calls and results)."""
