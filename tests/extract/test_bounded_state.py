@@ -221,3 +221,37 @@ def test_team_index_pointers_are_named_from_the_team_directory() -> None:
     assert state.count("note_0000.md") == 1
     assert state.count("team/shared.md") == 1
     assert "](shared.md)" not in state
+
+
+def test_memories_that_share_only_a_word_with_the_best_match_are_left_out() -> None:
+    # Memory 1 is about what the new messages are about; memories 2 to 9 share one
+    # word with them ("deploys"), each rarer than "service" but far from the subject.
+    headers = [
+        MemoryHeader(
+            filename=f"note_{i:04d}.md",
+            path=Path(f"/m/note_{i:04d}.md"),
+            mtime=1_700_000_000.0 + i,
+            description=description,
+            type="project",
+            name=None,
+        )
+        for i, description in enumerate(
+            ["the billing service bills monthly"]
+            + ["the quokka pipeline deploys on Thursdays behind the blue canary gate"]
+            + [f"the topic{i:04d} service deploys nightly" for i in range(2, 10)]
+            + [f"the topic{i:04d} service is fine" for i in range(10, 60)]
+        )
+    ]
+    new = "Moving the quokka pipeline off the blue canary gate; it deploys on Fridays now."
+    request = extract_prompt_parts(2, "", memories=headers, new_text=new, list_budget=15).request
+    listed = [line.split()[2] for line in request.splitlines() if line.startswith("- ")]
+    assert listed == ["note_0001.md"]
+
+
+def test_memdir_lists_each_memory_with_its_day_not_its_millisecond() -> None:
+    headers = [header(i) for i in range(3)]
+    listing = extract_prompt_parts(2, "", memories=headers, list_budget=15).listing
+    lines = [line for line in listing.splitlines() if line.startswith("- ")]
+    assert len(lines) == 3
+    assert all(" (2023-11-14): " in line for line in lines), lines
+    assert "T" not in "".join(line.split("(")[1].split(")")[0] for line in lines)

@@ -358,7 +358,7 @@ def extract_prompt_parts(
     if memories is None:
         listing = _manifest_section(manifest)
     elif list_budget is None or len(memories) <= list_budget:
-        listing = _manifest_section(format_manifest(memories))
+        listing = _manifest_section(format_manifest(memories, day_only=True))
     else:
         # Past the budget the list depends on the new messages, so it goes last, with the
         # request.
@@ -668,6 +668,8 @@ _B = 0.75
 # shares only words most memories have ("service", "team"), and listing it would fill the
 # list with what the new messages do not touch.
 _MIN_SCORE = 1.5
+# And at least this share of the best memory's score.
+_NEAR_BEST = 0.5
 # A file name's type prefix (`project_`, …) is shared by a quarter of the store: no topic.
 _TYPE_PREFIX = re.compile(r"^(?:user|feedback|project|reference)_")
 
@@ -685,7 +687,9 @@ def _too_many_section(memories: Sequence[MemoryHeader]) -> str:
 def _touched_section(memories: Sequence[MemoryHeader], new_text: str, limit: int) -> str:
     """The (at most ``limit``) memory files the new messages touch, in the caller's order."""
     chosen = _relevant(memories, new_text, max(limit, 0))
-    listed = format_manifest([header for header in memories if header.filename in chosen])
+    listed = format_manifest(
+        [header for header in memories if header.filename in chosen], day_only=True
+    )
     return _TOUCHED.format(listed=listed or _NONE_TOUCHED)
 
 
@@ -723,8 +727,12 @@ def _relevant(memories: Sequence[MemoryHeader], new_text: str, limit: int) -> fr
             score += idf * doc[term] * (_K1 + 1) / (doc[term] + norm)
         if score >= _MIN_SCORE:
             scored.append((score, index))
-    # Highest score first; a tie keeps the caller's order.
+    # Highest score first; a tie keeps the caller's order. A memory scoring well under the
+    # best one shares a word or two with the new messages, not their subject.
     scored.sort(key=lambda item: (-item[0], item[1]))
+    if scored:
+        floor = scored[0][0] * _NEAR_BEST
+        scored = [item for item in scored if item[0] >= floor]
     ranked = [*named, *(memories[index].filename for _, index in scored)]
     return frozenset(list(dict.fromkeys(ranked))[:limit])
 
@@ -732,7 +740,7 @@ def _relevant(memories: Sequence[MemoryHeader], new_text: str, limit: int) -> fr
 def changed_section(changed: Sequence[MemoryHeader], removed: Sequence[str]) -> str:
     """What changed in the memory directory since a list of its files was shown: a line
     for each memory written since (new or changed), one for each file gone."""
-    lines = [format_manifest(changed)] if changed else []
+    lines = [format_manifest(changed, day_only=True)] if changed else []
     lines += [_REMOVED.format(filename=name) for name in removed]
     return _CHANGED.format(lines="\n".join(lines)) if lines else ""
 

@@ -97,16 +97,19 @@ def scan_memory_files(root: Path, *, limit: int = _DEFAULT_LIMIT) -> list[Memory
     return headers
 
 
-def format_manifest(headers: Sequence[MemoryHeader]) -> str:
+def format_manifest(headers: Sequence[MemoryHeader], *, day_only: bool = False) -> str:
     """One line per header: ``- [type] filename (ISO-8601 mtime): description``.
 
     The ``[type] `` tag is left out when the type is unknown and ``: description`` when
-    there is none. Times are UTC with milliseconds (``2026-03-05T14:03:22.000Z``).
+    there is none. Times are UTC with milliseconds (``2026-03-05T14:03:22.000Z``), as
+    Claude Code writes them; with ``day_only`` the day alone (``2026-03-05``): enough to
+    tell an old memory from a fresh one, at a third of the tokens.
     """
     lines = []
     for header in headers:
         tag = f"[{header.type}] " if header.type is not None else ""
-        line = f"- {tag}{header.filename} ({_iso_utc(header.mtime)})"
+        when = _iso_utc(header.mtime)
+        line = f"- {tag}{header.filename} ({when[:10] if day_only else when})"
         description = _one_line(header.description or "")
         if description:
             line += f": {description}"
