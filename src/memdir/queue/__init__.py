@@ -7,6 +7,9 @@ working copy checked out of PostgreSQL, and commit files and cursors fenced by t
 directory's generation. The plain memory folder stays the default on one machine; this
 package is the ``[postgres]`` extra, and nothing outside it imports procrastinate or
 psycopg.
+
+``memdir.queue.app`` is a procrastinate app on ``$MEMDIR_DB``, made on first use, for
+``procrastinate --app=memdir.queue.app …`` (see :func:`memdir.queue._app.env_app`).
 """
 
 from memdir.queue._deps import require
@@ -16,7 +19,14 @@ require("psycopg")
 
 from memdir.queue._app import EXTRACT_TASK, NOTIFY_CHANNEL, QUEUE_NAME, make_app  # noqa: E402
 from memdir.queue._producer import DEFAULT_SESSION, QueueExtractor, TurnRecorded  # noqa: E402
-from memdir.queue._schema import SCHEMA_SQL, apply_schema  # noqa: E402
+from memdir.queue._schema import (  # noqa: E402
+    SCHEMA_SQL,
+    SCHEMA_VERSION,
+    SchemaError,
+    apply_schema,
+    check_schema,
+    migrate_schema,
+)
 from memdir.queue._status import QueueStatus, queue_status  # noqa: E402
 from memdir.queue._store import export_dir  # noqa: E402
 from memdir.queue._tempdb import PostgresNotFoundError, TemporaryPostgres  # noqa: E402
@@ -28,24 +38,39 @@ from memdir.queue._worker import (  # noqa: E402
     sweep,
 )
 
+
+def __getattr__(name: str) -> object:
+    # ``app`` is made when first asked for: importing memdir.queue reads no environment.
+    if name == "app":
+        from memdir.queue._app import env_app
+
+        made = globals()["app"] = env_app()
+        return made
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "DEFAULT_SESSION",
     "EXTRACT_TASK",
     "NOTIFY_CHANNEL",
     "QUEUE_NAME",
     "SCHEMA_SQL",
+    "SCHEMA_VERSION",
     "DirRun",
     "PostgresNotFoundError",
     "QueueExtractor",
     "QueueStatus",
     "QueueWorker",
+    "SchemaError",
     "SessionOutcome",
     "TemporaryPostgres",
     "TurnRecorded",
     "WorkerSettings",
     "apply_schema",
+    "check_schema",
     "export_dir",
     "make_app",
+    "migrate_schema",
     "queue_status",
     "sweep",
 ]
