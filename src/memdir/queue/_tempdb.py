@@ -58,6 +58,7 @@ class TemporaryPostgres:
         self._base: Path | None = None
         self._bin: Path | None = None
         self._owner: tuple[int, int] | None = None
+        self._options = ""
 
     def dsn(self, dbname: str = "postgres") -> str:
         """A libpq connection string for ``dbname`` on this server."""
@@ -102,18 +103,40 @@ class TemporaryPostgres:
         data = str(self._base / "data")
         self._run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8")
         self.port = _free_port()
-        options = (
+        self._options = (
             f"-p {self.port} -k {self._base} -c listen_addresses=127.0.0.1 -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off "
             f"-c max_connections={self.max_connections}"
         )
-        log = str(self._base / "server.log")
         try:
-            self._run("pg_ctl", "-D", data, "-l", log, "-o", options, "-w", "start")
+            self._pg_start()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _pg_start(self) -> None:
+        assert self._base is not None
+        data, log = str(self._base / "data"), str(self._base / "server.log")
+        self._run("pg_ctl", "-D", data, "-l", log, "-o", self._options, "-w", "start")
+
+    def halt(self) -> None:
+        """Stop the server as a crash would (``-m immediate``: every connection cut),
+        keeping its data and port for :meth:`resume`."""
+        if self._base is None:
+            raise RuntimeError("the server is not running")
+        self._run("pg_ctl", "-D", str(self._base / "data"), "-m", "immediate", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start the halted server again, on the same port, with its data."""
+        if self._base is None:
+            raise RuntimeError("the server was removed")
+        self._pg_start()
+
+    def restart(self) -> None:
+        """``pg_ctl restart`` as an operator's would cut clients: halt, then resume."""
+        self.halt()
+        self.resume()
 
     def stop(self) -> None:
         """Stop the server (immediately: nothing in it is worth a checkpoint) and remove

@@ -483,12 +483,17 @@ class QueueWorker:
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """A connection from the worker's pool while :meth:`run` runs; a fresh one for
-        a direct call (a new backend per job costs the database a process each)."""
+        a direct call (a new backend per job costs the database a process each). Either
+        way with the worker's timeouts (:func:`configure_connection`)."""
         if self._pool is not None:
             async with self._pool.connection() as conn:
                 yield conn
         else:
-            async with await psycopg.AsyncConnection.connect(self.settings.dsn) as conn:
+            settings = self.settings
+            async with await psycopg.AsyncConnection.connect(settings.dsn) as conn:
+                await configure_connection(
+                    settings.idle_in_transaction_timeout, settings.lock_timeout
+                )(conn)
                 yield conn
 
     async def _snapshot(self, dir_id: str, root: Path) -> tuple[Checkout, list[_Pending], Any]:
