@@ -21,7 +21,6 @@ import psycopg
 from click.testing import CliRunner
 
 import memdir
-
 from memdir.queue import (
     SCHEMA_VERSION,
     SchemaError,
@@ -76,7 +75,7 @@ def test_twenty_four_inits_at_once_all_succeed(database, request):
         gate.wait()
         try:
             results.append(migrate_schema(empty_dsn))
-        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+        except BaseException as exc:
             results.append(exc)
 
     threads = [threading.Thread(target=init) for _ in range(24)]
@@ -148,7 +147,8 @@ def test_versions_checked(pg_dsn):
     names = [p.name for p in _procrastinate_migrations((3, 3, 0), (3, 10, 0))]
     # Pre before post, in release order; none from releases already applied.
     assert names == sorted(names)
-    assert names and all(n.startswith("03.04.00_") for n in names), names
+    assert names
+    assert all(n.startswith("03.04.00_") for n in names), names
     assert path.is_dir()
 
 

@@ -25,22 +25,27 @@ import re
 import shutil
 import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import procrastinate
 import psycopg
+from procrastinate.worker import Worker
 
 from memdir.queue._schema import SchemaError
 
 __all__ = [
     "SCRATCH_PREFIX",
+    "LifeWorker",
     "Supervisor",
     "configure_connection",
     "is_fatal",
+    "life_connector",
     "logger",
     "make_scratch",
     "remove_stale_scratch",
+    "run_life",
 ]
 
 logger = logging.getLogger("memdir.queue")
@@ -209,3 +214,70 @@ class Supervisor:
         logger.warning("lost the database (%s); trying again in %.1f s", why, delay)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.stopping.wait(), delay)
+
+
+class LifeWorker(Worker):
+    """procrastinate's worker, telling when it stops, whoever asked: it stops by itself
+    when one of its side tasks fails (its listener or heartbeat lost the database)."""
+
+    def __init__(self, app: procrastinate.App, *, on_stop: Callable[[], None], **options: Any):
+        super().__init__(app, **options)
+        self._on_stop = on_stop
+
+    def stop(self) -> None:
+        super().stop()  # type: ignore[no-untyped-call]
+        self._on_stop()
+
+
+def life_connector(dsn: str, concurrency: int) -> procrastinate.PsycopgConnector:
+    """procrastinate's connector for one life of a worker. Its queries are short, so a
+    connection not had within seconds means the database is gone: waiting on, as the
+    pool's 30 s default would, only delays the reconnect."""
+    return procrastinate.PsycopgConnector(
+        conninfo=dsn, min_size=1, max_size=concurrency + 4, timeout=3.0
+    )
+
+
+async def run_life(
+    worker: LifeWorker,
+    supervisor: Supervisor,
+    lost: asyncio.Event,
+    connector: procrastinate.PsycopgConnector,
+) -> bool:
+    """Run ``worker`` until it stops; returns whether on a stop request.
+
+    On a stop request its runs get ``supervisor.graceful_timeout`` to finish, are then
+    cancelled by procrastinate, and the whole is cut at ``supervisor.stop_timeout``.
+    When it stops by itself (the database lost), what it still waits on the database
+    for is cut short by closing its connector: a worker that cannot reach the database
+    has nothing to wait for, and the next life starts sooner.
+    """
+    running = asyncio.create_task(worker.run(), name="memdir worker")  # type: ignore[no-untyped-call]
+    waits = [asyncio.create_task(supervisor.stopping.wait()), asyncio.create_task(lost.wait())]
+    try:
+        await asyncio.wait({running, *waits}, return_when=asyncio.FIRST_COMPLETED)
+        if not running.done():
+            if supervisor.stopping.is_set():
+                worker.stop()
+                # Runs have the first half, procrastinate then cancels them and
+                # records them aborted; what is left of the bound ends the rest.
+                first, then = 0.8 * supervisor.stop_timeout, 0.2 * supervisor.stop_timeout
+            else:
+                first, then = 1.0, supervisor.graceful_timeout + 1.0
+            done, _ = await asyncio.wait({running}, timeout=first)
+            if not done:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(connector.close_async(), 1.0)
+                done, _ = await asyncio.wait({running}, timeout=then)
+            if not done:
+                logger.warning("the worker did not stop in time; leaving it")
+                running.cancel()
+                await asyncio.wait({running}, timeout=1.0)
+                return True
+        running.result()
+        return supervisor.stopping.is_set()
+    finally:
+        for task in waits:
+            task.cancel()
+        if not running.done():
+            running.cancel()

@@ -52,8 +52,12 @@ def _free_port() -> int:
 class TemporaryPostgres:
     """A PostgreSQL server for as long as the ``with`` block (or :meth:`stop`)."""
 
-    def __init__(self, *, max_connections: int = 200) -> None:
+    def __init__(self, *, max_connections: int = 200, durable: bool = False) -> None:
         self.max_connections = max_connections
+        self.durable = durable
+        """Keep PostgreSQL's durability (fsync, synchronous commit): what a test that
+        crashes the server (:meth:`halt`) needs, or commits acknowledged just before
+        the crash come back undone, as they would not on a real server."""
         self.port: int | None = None
         self._base: Path | None = None
         self._bin: Path | None = None
@@ -103,10 +107,10 @@ class TemporaryPostgres:
         data = str(self._base / "data")
         self._run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8")
         self.port = _free_port()
+        fast = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
         self._options = (
-            f"-p {self.port} -k {self._base} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off "
-            f"-c max_connections={self.max_connections}"
+            f"-p {self.port} -k {self._base} -c listen_addresses=127.0.0.1 "
+            f"{'' if self.durable else fast}-c max_connections={self.max_connections}"
         )
         try:
             self._pg_start()

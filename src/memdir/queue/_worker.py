@@ -43,12 +43,15 @@ from memdir.models import Model
 from memdir.queue._app import EXTRACT_TASK, NOTIFY_CHANNEL, QUEUE_NAME, SWEEP_TASK, make_app
 from memdir.queue._codec import decode_message, decode_params, model_name
 from memdir.queue._lifecycle import (
+    LifeWorker,
     Supervisor,
     configure_connection,
     is_fatal,
+    life_connector,
     logger,
     make_scratch,
     remove_stale_scratch,
+    run_life,
 )
 from memdir.queue._schema import check_schema
 from memdir.queue._store import (
@@ -311,21 +314,23 @@ class QueueWorker:
         """One life of procrastinate's worker, on fresh connections; returns whether it
         ended on a stop request. When it could not unregister (the database was gone),
         its id in the queue is kept for the next life to release its jobs."""
-        from procrastinate.worker import Worker
-
         settings = self.settings
-        # Two connections per job (snapshot, commit), never both at once.
+        # Two connections per job (snapshot, commit), never both at once; a connection
+        # the server dropped is replaced when taken, not handed to a job.
         pool: psycopg_pool.AsyncConnectionPool[Any] = psycopg_pool.AsyncConnectionPool(
             settings.dsn,
             min_size=1,
             max_size=settings.concurrency + 1,
             open=False,
+            check=psycopg_pool.AsyncConnectionPool.check_connection,
             configure=configure_connection(
                 settings.idle_in_transaction_timeout, settings.lock_timeout
             ),
         )
-        worker = Worker(
+        lost = asyncio.Event()
+        worker = LifeWorker(
             self.app,
+            on_stop=lambda: None if supervisor.stopping.is_set() else lost.set(),
             queues=[settings.queue],
             wait=wait,
             concurrency=settings.concurrency,
@@ -337,42 +342,28 @@ class QueueWorker:
             install_signal_handlers=False,
             delete_jobs="never" if settings.keep_jobs else "successful",
         )
-        await self.app.connector.open_async()
-        try:
-            await pool.open(wait=True, timeout=10.0)
-            self._pool = pool
-            if self._orphan is not None:
-                await self._release_orphans(self._orphan)
-                self._orphan = None
-            running = asyncio.create_task(worker.run(), name="memdir worker")  # type: ignore[no-untyped-call]
-            stop_wait = asyncio.create_task(supervisor.stopping.wait())
+        # A connector of this life's own: closing it is how a life whose database went
+        # away is ended (what waits on its pool fails at once), and the next life's
+        # pool starts clean.
+        connector = life_connector(settings.dsn, settings.concurrency)
+        with self.app.replace_connector(connector):
             try:
-                await asyncio.wait({running, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-                if not running.done():
-                    worker.stop()  # type: ignore[no-untyped-call]
-                    # The bound: runs had half of it (procrastinate then cancels them).
-                    done, _ = await asyncio.wait({running}, timeout=supervisor.stop_timeout)
-                    if not done:
-                        logger.warning("the worker did not stop in time; leaving it")
-                        running.cancel()
-                        await asyncio.wait({running}, timeout=1.0)
-                        return True
-                else:
-                    supervisor.succeeded()
-                running.result()
+                await connector.open_async()
+                await pool.open(wait=True, timeout=10.0)
+                self._pool = pool
+                supervisor.succeeded()
+                if self._orphan is not None:
+                    await self._release_orphans(self._orphan)
+                    self._orphan = None
+                return await run_life(worker, supervisor, lost, connector)
             finally:
-                stop_wait.cancel()
-                if not running.done():
-                    running.cancel()
-            return supervisor.stopping.is_set()
-        finally:
-            if worker.worker_id is not None:
-                self._orphan = worker.worker_id
-            self._pool = None
-            with contextlib.suppress(Exception):
-                await pool.close(timeout=1.0)
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.app.connector.close_async(), 2.0)
+                if worker.worker_id is not None:
+                    self._orphan = worker.worker_id
+                self._pool = None
+                with contextlib.suppress(Exception):
+                    await pool.close(timeout=1.0)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(connector.close_async(), 2.0)
 
     async def _release_orphans(self, worker_id: int) -> None:
         """This process's previous life lost the database with jobs running: they were
