@@ -1,5 +1,6 @@
-"""How long a killed worker's directory waits under a backlog, with the sweeper behind
-the extract jobs (priority 0, as before) and ahead of them (memdir's default).
+"""How long a killed worker's directory waits under a backlog, with the sweeper and the
+jobs it defers again behind the extract jobs (priority 0, as before) and ahead of them
+(memdir's defaults: 100 for the sweep, 50 for what it defers).
 
 A throwaway PostgreSQL holds the queue. A victim worker starts the victim directory's
 run, whose model never answers, and is SIGKILLed there; meanwhile ``--backlog``
@@ -102,6 +103,7 @@ async def _rescue(dsn: str, args: argparse.Namespace, priority: int) -> tuple[fl
         sweep_cron="* * * * * *",
         stalled_after=args.stalled,
         sweep_priority=priority,
+        redefer_priority=priority // 2,
     )
     began = time.monotonic()
     task = asyncio.create_task(QueueWorker(settings).run(install_signal_handlers=False))

@@ -36,6 +36,7 @@ from memdir.queue import (
     TemporaryPostgres,
     WorkerSettings,
     migrate_schema,
+    sweep,
 )
 from memdir.queue._app import EXTRACT_TASK, SWEEP_TASK
 from memdir.queue._lifecycle import SCRATCH_PREFIX, remove_stale_scratch
@@ -425,3 +426,25 @@ def test_the_sweep_is_fetched_before_a_backlog_of_extract_jobs(pg_dsn):
     # Deferred last, behind five extract jobs, fetched first.
     assert asyncio.run(fetch_first()) == SWEEP_TASK
     assert worker.app.tasks[EXTRACT_TASK].priority < worker.app.tasks[SWEEP_TASK].priority
+
+
+def test_what_the_sweep_defers_again_goes_ahead_of_the_backlog(pg_dsn):
+    for k in range(3):
+        _record(pg_dsn, f"b{k}", f"b{k}.s", 1)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        # b1's wake-up lost (its worker killed, its job failed by an earlier sweep).
+        conn.execute("DELETE FROM procrastinate_jobs WHERE lock = 'b1'")
+    worker = QueueWorker(
+        WorkerSettings(dsn=pg_dsn, models=lambda _n: saving_model(), config=CONFIG)
+    )
+
+    async def heal() -> tuple[int, int]:
+        async with worker.app.open_async():
+            return await sweep(worker.app, pg_dsn, priority=worker.settings.redefer_priority)
+
+    assert asyncio.run(heal()) == (0, 1)
+    with psycopg.connect(pg_dsn) as conn:
+        rows: dict[str, int] = dict(
+            conn.execute("SELECT lock, priority FROM procrastinate_jobs").fetchall()
+        )
+    assert rows == {"b0": 0, "b1": 50, "b2": 0}

@@ -255,7 +255,16 @@ async def run_life(
     running = asyncio.create_task(worker.run(), name="memdir worker")  # type: ignore[no-untyped-call]
     waits = [asyncio.create_task(supervisor.stopping.wait()), asyncio.create_task(lost.wait())]
     try:
-        await asyncio.wait({running, *waits}, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            await asyncio.wait({running, *waits}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # Cancelled (an embedding application ending its loop): stop as on SIGTERM,
+            # within the bound, then let the cancellation go on.
+            if not running.done():
+                supervisor.stop("cancelled")
+                worker.stop()
+                await asyncio.wait({running}, timeout=supervisor.stop_timeout)
+            raise
         if not running.done():
             if supervisor.stopping.is_set():
                 worker.stop()
@@ -281,3 +290,5 @@ async def run_life(
             task.cancel()
         if not running.done():
             running.cancel()
+        elif not running.cancelled():
+            running.exception()  # seen: the caller has what it needs

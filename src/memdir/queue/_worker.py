@@ -118,6 +118,9 @@ class WorkerSettings:
     sweep_priority: int = 100
     """The sweeper's priority over extract jobs: at the next free slot it runs first,
     never behind a backlog (a killed worker's directories wait on it)."""
+    redefer_priority: int = 50
+    """The priority of the jobs the sweeper defers again (a killed worker's directories,
+    which have waited already): ahead of the backlog, behind the sweeper."""
     sink: Sink | None = None
 
 
@@ -248,6 +251,7 @@ class QueueWorker:
                 queue=settings.queue,
                 stalled_after=settings.stalled_after,
                 sink=settings.sink,
+                priority=settings.redefer_priority,
             )
 
         task = self.app.task(
@@ -393,7 +397,15 @@ class QueueWorker:
                 len(rows),
                 ", ".join(str(lock) for _, lock in rows),
             )
-        await sweep(self.app, self.settings.dsn, queue=self.settings.queue, sink=self.settings.sink)
+        settings = self.settings
+        await sweep(
+            self.app,
+            settings.dsn,
+            queue=settings.queue,
+            stalled_after=settings.stalled_after,
+            sink=settings.sink,
+            priority=settings.redefer_priority,
+        )
 
     # --- one job --------------------------------------------------------------------------
 
@@ -808,6 +820,7 @@ async def sweep(
     queue: str = QUEUE_NAME,
     stalled_after: float = 30.0,
     sink: Sink | None = None,
+    priority: int = 50,
 ) -> tuple[int, int]:
     """Heal what crashes leave behind; returns (jobs failed, directories re-deferred).
 
@@ -815,8 +828,8 @@ async def sweep(
     **failed** (retrying it would collide with the queueing lock of the job waiting
     behind it, procrastinate#1446), with why, for ``memdir queue status``; its pending
     rows were never consumed. Then every
-    directory with pending rows and no job waiting or running gets one. ``app`` must be
-    open.
+    directory with pending rows and no job waiting or running gets one, at ``priority``
+    (ahead of ordinary jobs: it has waited already). ``app`` must be open.
     """
     failed = 0
     deferred = 0
@@ -841,7 +854,12 @@ async def sweep(
         ).fetchall()
         for (dir_id,) in rows:
             deferrer = app.configure_task(
-                EXTRACT_TASK, lock=dir_id, queueing_lock=dir_id, queue=queue, connection=conn
+                EXTRACT_TASK,
+                lock=dir_id,
+                queueing_lock=dir_id,
+                queue=queue,
+                priority=priority,
+                connection=conn,
             )
             try:
                 async with conn.transaction():
