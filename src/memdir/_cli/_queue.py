@@ -204,6 +204,23 @@ def _show_worker_log() -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
+    # procrastinate's own warnings in the same form, one line each: a lost connection
+    # is expected (the worker says what it does about it), not a traceback.
+    quiet = logging.StreamHandler()
+    quiet.setFormatter(handler.formatter)
+    quiet.addFilter(_one_line)
+    procrastinate_log = logging.getLogger("procrastinate")
+    procrastinate_log.addHandler(quiet)
+    procrastinate_log.setLevel(logging.WARNING)
+    procrastinate_log.propagate = False
+
+
+def _one_line(record: logging.LogRecord) -> bool:
+    """Drop a record's traceback, keeping its first line."""
+    record.exc_info = None
+    record.exc_text = None
+    record.msg = " ".join(str(record.msg).split())
+    return True
 
 
 @click.group("queue")
