@@ -39,7 +39,7 @@ from memdir.queue import (
     sweep,
 )
 from memdir.queue._app import EXTRACT_TASK, SWEEP_TASK
-from memdir.queue._lifecycle import SCRATCH_PREFIX, remove_stale_scratch
+from memdir.queue._lifecycle import SCRATCH_PREFIX, remove_stale_scratch, scratch_prefix
 from memdir.testing import FunctionModel
 from tests.queue._helpers import CONFIG, conversation, one, run_until_drained, saving_model
 from tests.queue.test_cli import _WORKER
@@ -291,11 +291,13 @@ def test_a_killed_workers_scratch_is_removed_by_the_next_worker(pg_dsn, tmp_path
     process.join()
     left = _scratch_of(scratch)
     assert left
-    assert left[0].startswith(f"{SCRATCH_PREFIX}{process.pid}-")
-    mine = scratch / f"{SCRATCH_PREFIX}{os.getpid()}-live"  # a live worker's run
+    assert left[0].startswith(scratch_prefix(process.pid))
+    mine = scratch / f"{scratch_prefix()}live"  # a live worker's run
     mine.mkdir()
     other = scratch / "memdir-run-unrelated"
     other.mkdir()
+    elsewhere = scratch / f"{SCRATCH_PREFIX}{process.pid}@another.host-x"  # not our pids
+    elsewhere.mkdir()
 
     async def next_worker() -> None:
         model = saving_model()
@@ -305,7 +307,7 @@ def test_a_killed_workers_scratch_is_removed_by_the_next_worker(pg_dsn, tmp_path
         await QueueWorker(settings).run(wait=False, install_signal_handlers=False)
 
     asyncio.run(next_worker())
-    assert _scratch_of(scratch) == [mine.name, other.name]
+    assert _scratch_of(scratch) == sorted([mine.name, other.name, elsewhere.name])
     assert remove_stale_scratch(scratch) == 0
 
 

@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -46,13 +47,14 @@ __all__ = [
     "make_scratch",
     "remove_stale_scratch",
     "run_life",
+    "scratch_prefix",
 ]
 
 logger = logging.getLogger("memdir.queue")
 """The worker's own log: start, runs, reconnects, stop (INFO), lost connections (WARNING)."""
 
 SCRATCH_PREFIX = "memdir-run-"
-_SCRATCH_RE = re.compile(rf"^{re.escape(SCRATCH_PREFIX)}(\d+)-")
+_SCRATCH_RE = re.compile(rf"^{re.escape(SCRATCH_PREFIX)}(\d+)@([A-Za-z0-9.]*)-")
 
 # What waiting cannot mend, in libpq's and the server's words (a failed connection
 # attempt carries no SQLSTATE in psycopg, only the message).
@@ -82,22 +84,36 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.]", "", socket.gethostname())
+
+
+def scratch_prefix(pid: int | None = None) -> str:
+    """The name a process's scratch folders start with: its pid and its host (a folder
+    shared by containers holds other hosts' folders, whose pids mean nothing here)."""
+    return f"{SCRATCH_PREFIX}{os.getpid() if pid is None else pid}@{_host()}-"
+
+
 def make_scratch(base: Path | None) -> Path:
     """A new scratch folder for one run, named after this process (see
     :func:`remove_stale_scratch`)."""
-    return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=base))
+    return Path(tempfile.mkdtemp(prefix=scratch_prefix(), dir=base))
 
 
 def remove_stale_scratch(base: Path | None) -> int:
     """Remove the scratch folders of workers that are gone (a SIGKILL runs no cleanup);
     returns how many. Only folders named by :func:`make_scratch` whose pid is dead:
-    a live worker's runs, and anything else in the folder, are left alone."""
+    a live worker's runs, another host's, and anything else in the folder are left
+    alone."""
     where = base if base is not None else Path(tempfile.gettempdir())
     removed = 0
+    host = _host()
     with contextlib.suppress(OSError):
         for entry in where.iterdir():
             found = _SCRATCH_RE.match(entry.name)
-            if found is None or not entry.is_dir() or _alive(int(found.group(1))):
+            if found is None or found.group(2) != host or not entry.is_dir():
+                continue
+            if _alive(int(found.group(1))):
                 continue
             shutil.rmtree(entry, ignore_errors=True)
             removed += 1
