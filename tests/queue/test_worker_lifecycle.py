@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
+import logging
 import multiprocessing
 import os
 import signal
@@ -28,7 +30,7 @@ import psycopg
 
 from memdir.extract import TurnContext
 from memdir.messages import Message
-from memdir.models import ModelRequest
+from memdir.models import ModelRequest, ModelResponse
 from memdir.queue import (
     PostgresNotFoundError,
     QueueExtractor,
@@ -451,3 +453,118 @@ def test_what_the_sweep_defers_again_goes_ahead_of_the_backlog(pg_dsn):
             conn.execute("SELECT lock, priority FROM procrastinate_jobs").fetchall()
         )
     assert rows == {"b0": 0, "b1": 50, "b2": 0}
+
+
+# --- jobs cut off by an outage; what is fatal; procrastinate's own command line -------------
+
+
+def _first_run_hangs_worker(dsn: str, started: Any, log: str) -> None:
+    """A worker whose first model call never answers (the run the outage cuts off); the
+    later ones save memory."""
+    calls = 0
+    saver = saving_model()
+
+    async def answer(request: ModelRequest) -> Message | str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            started.set()
+            await asyncio.Event().wait()
+        saved = saver.function(request)
+        answer = await saved if inspect.isawaitable(saved) else saved
+        assert not isinstance(answer, ModelResponse)
+        return answer
+
+    model = FunctionModel(answer, name="function:first-hangs")
+    settings = WorkerSettings(
+        dsn=dsn,
+        models=lambda _name: model,
+        config=CONFIG,
+        name="cut",
+        concurrency=1,
+        poll_interval=0.5,
+        heartbeat_interval=0.5,
+        stop_timeout=2.0,
+        sweep_cron=None,  # only the worker's own release can free the directory
+    )
+    logging.basicConfig(level=logging.INFO, filename=log)
+    asyncio.run(QueueWorker(settings).run(wait=True))
+
+
+def test_a_run_cut_off_by_an_outage_is_run_again_on_return(own_server, tmp_path):
+    dsn = own_server.dsn()
+    _record(dsn, "dc", "dc.s", 1)
+    started = _spawn.Event()
+    log = tmp_path / "cut.log"
+    process = _spawn.Process(target=_first_run_hangs_worker, args=(dsn, started, str(log)))
+    process.start()
+    try:
+        assert started.wait(60), "the run never reached the model"
+        own_server.halt()
+        # Down until the worker has given up on this life: its run cancelled, its job
+        # left 'doing' in the database under the worker's old id (it could not say
+        # otherwise), which nothing but the worker's own release frees here.
+        _wait_for(lambda: "run cancelled" in log.read_text(), 30, "the run cancelled")
+        own_server.resume()
+        _wait_for(_covered(dsn, "dc", "dc.s", 1), 30, "the cut-off run run again")
+        assert process.is_alive()
+        assert "released 1 job(s) cut off by the lost database: dc" in log.read_text()
+        with psycopg.connect(dsn) as conn:
+            statuses = sorted(s for (s,) in conn.execute("SELECT status FROM procrastinate_jobs"))
+            assert "doing" not in statuses, statuses
+            assert one(conn, "SELECT count(*) FROM procrastinate_workers") == (1,)
+    finally:
+        if process.is_alive() and process.pid is not None:
+            os.kill(process.pid, signal.SIGTERM)
+        process.join(20)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    assert process.exitcode == 0
+
+
+def test_what_waiting_cannot_mend_is_fatal():
+    from procrastinate.exceptions import ConnectorException
+
+    from memdir.queue import SchemaError
+    from memdir.queue._lifecycle import is_fatal
+
+    def wrapped(cause: BaseException) -> BaseException:
+        try:
+            raise ConnectorException() from cause
+        except ConnectorException as exc:
+            return exc
+
+    refused = psycopg.OperationalError("connection failed: Connection refused")
+    password = psycopg.OperationalError(
+        'connection failed: FATAL:  password authentication failed for user "x"'
+    )
+    missing = psycopg.OperationalError('FATAL:  database "nope" does not exist')
+    starting = psycopg.OperationalError("FATAL:  the database system is starting up")
+    assert not is_fatal(refused)
+    assert not is_fatal(wrapped(refused))
+    assert not is_fatal(starting)
+    assert is_fatal(password)
+    assert is_fatal(wrapped(password))
+    assert is_fatal(missing)
+    assert is_fatal(psycopg.ProgrammingError("invalid connection option 'nope'"))
+    assert is_fatal(SchemaError("run `memdir queue migrate`"))
+
+
+def test_procrastinates_command_line_runs_on_the_module_app(pg_dsn):
+    env = {**os.environ, "MEMDIR_DB": pg_dsn, "PYTHONPATH": source_path()}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from procrastinate.cli import main; main()",
+            "--app=memdir.queue.app",
+            "healthchecks",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "OK" in done.stdout

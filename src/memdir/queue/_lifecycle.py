@@ -26,7 +26,7 @@ import shutil
 import signal
 import socket
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ __all__ = [
     "remove_stale_scratch",
     "run_life",
     "scratch_prefix",
+    "watch_database",
 ]
 
 logger = logging.getLogger("memdir.queue")
@@ -254,11 +255,46 @@ def life_connector(dsn: str, concurrency: int) -> procrastinate.PsycopgConnector
     )
 
 
+async def _ask(conn: psycopg.AsyncConnection[Any]) -> None:
+    await conn.execute("SELECT 1")
+
+
+async def watch_database(dsn: str, interval: float, on_lost: Callable[[], None]) -> None:
+    """Ask the database a trivial question every ``interval`` seconds on a connection of
+    its own; call ``on_lost`` at the first that fails or goes unanswered for 5 s.
+    procrastinate's worker notices a lost database only through its listener (which
+    reconnects by itself while it can) and its heartbeat (whose failures it may not
+    surface while a job runs): a busy worker could go on for a long time with runs that
+    can never commit."""
+    conn: psycopg.AsyncConnection[Any] | None = None
+    try:
+        while True:
+            try:
+                if conn is None:
+                    conn = await asyncio.wait_for(
+                        psycopg.AsyncConnection.connect(dsn, autocommit=True, connect_timeout=5),
+                        6.0,
+                    )
+                assert conn is not None
+                await asyncio.wait_for(_ask(conn), 5.0)
+            except (psycopg.Error, OSError, TimeoutError) as exc:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                logger.warning("the database does not answer: %s", first)
+                on_lost()
+                return
+            await asyncio.sleep(interval)
+    finally:
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+
 async def run_life(
     worker: LifeWorker,
     supervisor: Supervisor,
     lost: asyncio.Event,
     connector: procrastinate.PsycopgConnector,
+    watch: Coroutine[Any, Any, None] | None = None,
 ) -> bool:
     """Run ``worker`` until it stops; returns whether on a stop request.
 
@@ -269,7 +305,12 @@ async def run_life(
     has nothing to wait for, and the next life starts sooner.
     """
     running = asyncio.create_task(worker.run(), name="memdir worker")  # type: ignore[no-untyped-call]
-    waits = [asyncio.create_task(supervisor.stopping.wait()), asyncio.create_task(lost.wait())]
+    waits: list[asyncio.Task[Any]] = [
+        asyncio.create_task(supervisor.stopping.wait()),
+        asyncio.create_task(lost.wait()),
+    ]
+    if watch is not None:
+        waits.append(asyncio.create_task(watch, name="memdir database watch"))
     try:
         try:
             await asyncio.wait({running, *waits}, return_when=asyncio.FIRST_COMPLETED)
@@ -282,7 +323,7 @@ async def run_life(
                 await asyncio.wait({running}, timeout=supervisor.stop_timeout)
             raise
         if not running.done():
-            if supervisor.stopping.is_set():
+            if supervisor.stopping.is_set() or not lost.is_set():
                 worker.stop()
                 # Runs have the first half, procrastinate then cancels them and
                 # records them aborted; what is left of the bound ends the rest.

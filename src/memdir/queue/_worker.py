@@ -52,6 +52,7 @@ from memdir.queue._lifecycle import (
     make_scratch,
     remove_stale_scratch,
     run_life,
+    watch_database,
 )
 from memdir.queue._schema import check_schema
 from memdir.queue._store import (
@@ -359,7 +360,10 @@ class QueueWorker:
                 if self._orphan is not None:
                     await self._release_orphans(self._orphan)
                     self._orphan = None
-                return await run_life(worker, supervisor, lost, connector)
+                watch = watch_database(
+                    settings.dsn, min(settings.heartbeat_interval, 2.0), worker.stop
+                )
+                return await run_life(worker, supervisor, lost, connector, watch)
             finally:
                 if worker.worker_id is not None:
                     self._orphan = worker.worker_id
