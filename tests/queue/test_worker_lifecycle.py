@@ -568,3 +568,91 @@ def test_procrastinates_command_line_runs_on_the_module_app(pg_dsn):
     )
     assert done.returncode == 0, done.stderr
     assert "OK" in done.stdout
+
+
+def _plain_worker(dsn: str, name: str, idle_timeout: float) -> None:
+    """A worker that saves memory, its transactions ended by the server after
+    ``idle_timeout`` seconds idle."""
+    model = saving_model()
+    settings = WorkerSettings(
+        dsn=dsn,
+        models=lambda _name: model,
+        config=CONFIG,
+        name=name,
+        concurrency=1,
+        poll_interval=0.5,
+        heartbeat_interval=0.5,
+        idle_in_transaction_timeout=idle_timeout,
+    )
+    asyncio.run(QueueWorker(settings).run(wait=True))
+
+
+def test_a_worker_sigstopped_in_its_commit_holds_nothing_for_long(pg_dsn, tmp_path):
+    _record(pg_dsn, "fx", "fx.s", 1)
+    # Hold the session's row so the worker's commit stops on it, mid-transaction.
+    holder = psycopg.connect(pg_dsn)
+    holder.execute("SELECT 1 FROM memdir_sessions WHERE dir_id = 'fx' FOR UPDATE")
+    frozen = _spawn.Process(target=_plain_worker, args=(pg_dsn, "frozen", 2.0))
+    frozen.start()
+    log = (tmp_path / "b.log").open("wb")
+    other = None
+    try:
+        _wait_for(
+            lambda: (
+                _query(
+                    pg_dsn,
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND query LIKE 'UPDATE memdir_sessions%%'",
+                )
+                == (1,)
+            ),
+            60,
+            "the worker's commit waits on the session's row",
+        )
+        assert frozen.pid is not None
+        os.kill(frozen.pid, signal.SIGSTOP)
+        holder.commit()  # its UPDATE goes through; the frozen client sends nothing more
+        other = _start_cli_worker(pg_dsn, log, "--name", "b")
+        _wait_for(lambda: _registered(pg_dsn) == 2, 60, "a worker started beside it")
+        for d in ("o1", "o2"):
+            _record(pg_dsn, d, f"{d}.s", 1)
+        for d in ("o1", "o2"):
+            _wait_for(_covered(pg_dsn, d, f"{d}.s", 1), 10, f"{d} committed")
+        # The server ends the frozen transaction: fx's row is free again.
+        holder.execute("SET lock_timeout = '500ms'")
+        holder.commit()
+
+        def fx_free() -> bool:
+            try:
+                holder.execute("SELECT 1 FROM memdir_dirs WHERE dir_id = 'fx' FOR UPDATE")
+            except psycopg.errors.LockNotAvailable:
+                holder.rollback()
+                return False
+            holder.rollback()
+            return True
+
+        _wait_for(fx_free, 15, "the frozen worker's locks released")
+        os.kill(frozen.pid, signal.SIGCONT)
+        # Its commit fails on the ended session; the turn is pending still, and runs.
+        _wait_for(
+            lambda: (
+                _query(pg_dsn, "SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing'")
+                == (0,)
+            ),
+            30,
+            "the thawed worker's job ended",
+        )
+        _record(pg_dsn, "fx", "fx.s", 2)
+        _wait_for(_covered(pg_dsn, "fx", "fx.s", 2), 15, "fx's turns covered after the thaw")
+    finally:
+        holder.close()
+        if frozen.is_alive() and frozen.pid is not None:
+            os.kill(frozen.pid, signal.SIGCONT)
+            os.kill(frozen.pid, signal.SIGTERM)
+        frozen.join(20)
+        if frozen.is_alive():
+            frozen.kill()
+            frozen.join()
+        codes = _stop_all([other] if other is not None else [])
+        log.close()
+    assert codes in ([0], [])
