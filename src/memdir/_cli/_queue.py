@@ -1,5 +1,5 @@
-"""``memdir worker``, ``memdir queue status|init|retry|prune`` and ``memdir sync``: the PostgreSQL
-backend from the command line.
+"""``memdir worker``, ``memdir queue status|init|migrate|retry|prune`` and ``memdir sync``:
+the PostgreSQL backend from the command line.
 
 Every command imports :mod:`memdir.queue` only when it runs, so ``memdir --help`` and
 the single-machine commands never need procrastinate or psycopg; a missing ``[postgres]``
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
@@ -19,6 +20,7 @@ import click
 
 from memdir._cli._common import (
     EXIT_FAILED,
+    EXIT_USAGE,
     base_url_option,
     choose_model,
     every_option,
@@ -138,9 +140,18 @@ class _Models:
 @click.option(
     "--init/--no-init",
     "init_schema",
-    default=True,
+    default=False,
     show_default=True,
-    help="Create the tables first when they are missing.",
+    help="Run `memdir queue migrate` first (for a single machine; a fleet migrates once, "
+    "before its workers start).",
+)
+@click.option(
+    "--stop-timeout",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Seconds from SIGTERM/SIGINT to exit: runs get half to finish, then are "
+    "cancelled (their turns stay pending).",
 )
 @_one_line_errors
 def worker_command(
@@ -156,15 +167,22 @@ def worker_command(
     prune_cron: str,
     events: Path | None,
     init_schema: bool,
+    stop_timeout: float,
 ) -> None:
     """Run extraction jobs from PostgreSQL until stopped (Ctrl-C or SIGTERM).
 
     Each job runs one memory directory: it checks the files out of the database, runs
     the memory agent on the pending turns as one machine would, and commits the files
     and cursors only if no other worker committed meanwhile.
-    """
-    from memdir.queue import QueueWorker, WorkerSettings, apply_schema
 
+    The worker outlives the database: when it is lost, the worker reconnects with
+    backoff and listens again. It exits with an error only on what waiting cannot
+    mend: a refused DSN or password, or a schema that is missing or too old (run
+    `memdir queue migrate`). It logs at INFO to stderr (the `memdir.queue` logger).
+    """
+    from memdir.queue import QueueWorker, SchemaError, WorkerSettings, apply_schema
+
+    _show_worker_log()
     if init_schema:
         apply_schema(dsn)
     model = choose_model(model_option, base_url)
@@ -180,14 +198,46 @@ def worker_command(
         max_attempts=max_attempts,
         prune_cron=None if prune_cron == "off" else prune_cron,
         sink=sink,
+        stop_timeout=stop_timeout,
     )
     if name:
         settings = dataclasses.replace(settings, name=name)
     try:
         asyncio.run(QueueWorker(settings).run(wait=True))
+    except SchemaError as exc:
+        fail(str(exc), EXIT_USAGE, kind="schema")
     finally:
         if jsonl is not None:
             jsonl.close()
+
+
+def _show_worker_log() -> None:
+    """The worker's INFO lines on stderr, unless the application configured logging
+    itself (a handler on the root logger or on ``memdir.queue``)."""
+    log = logging.getLogger("memdir.queue")
+    if logging.getLogger().handlers or log.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    # procrastinate's own warnings in the same form, one line each: a lost connection
+    # is expected (the worker says what it does about it), not a traceback.
+    quiet = logging.StreamHandler()
+    quiet.setFormatter(handler.formatter)
+    quiet.addFilter(_one_line)
+    procrastinate_log = logging.getLogger("procrastinate")
+    procrastinate_log.addHandler(quiet)
+    procrastinate_log.setLevel(logging.WARNING)
+    procrastinate_log.propagate = False
+
+
+def _one_line(record: logging.LogRecord) -> bool:
+    """Drop a record's traceback, keeping its first line."""
+    record.exc_info = None
+    record.exc_text = None
+    record.msg = " ".join(str(record.msg).split())
+    return True
 
 
 @click.group("queue")
@@ -199,11 +249,30 @@ def queue_group() -> None:
 @db_option
 @_one_line_errors
 def queue_init_command(dsn: str) -> None:
-    """Create procrastinate's and memdir's tables (safe to run again)."""
-    from memdir.queue import apply_schema
+    """Create procrastinate's and memdir's tables (safe to run again, and from many
+    processes at once)."""
+    _migrate(dsn)
 
-    apply_schema(dsn)
-    click.echo("memdir: the queue's tables are ready")
+
+@queue_group.command("migrate")
+@db_option
+@_one_line_errors
+def queue_migrate_command(dsn: str) -> None:
+    """Bring the queue's tables to this memdir's schema version, procrastinate's SQL
+    migrations included (stop the workers first when procrastinate was upgraded)."""
+    _migrate(dsn)
+
+
+def _migrate(dsn: str) -> None:
+    from memdir.queue import SCHEMA_VERSION, SchemaError, migrate_schema
+
+    try:
+        applied = migrate_schema(dsn)
+    except SchemaError as exc:
+        fail(str(exc), EXIT_USAGE, kind="schema")
+    if applied:
+        click.echo(f"memdir: applied {', '.join(applied)}")
+    click.echo(f"memdir: the queue's tables are ready (schema version {SCHEMA_VERSION})")
 
 
 def _ago(seconds: float | None) -> str:

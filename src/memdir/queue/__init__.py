@@ -11,6 +11,9 @@ is reported recorded only after its COMMIT succeeded, and a process's extractors
 one connection pool (``pool_size``). The plain memory folder stays the default on one
 machine; this package is the ``[postgres]`` extra, and nothing outside it imports
 procrastinate or psycopg.
+
+``memdir.queue.app`` is a procrastinate app on ``$MEMDIR_DB``, made on first use, for
+``procrastinate --app=memdir.queue.app …`` (see :func:`memdir.queue._app.env_app`).
 """
 
 from memdir.queue._deps import require
@@ -23,7 +26,14 @@ from memdir.queue._app import EXTRACT_TASK, NOTIFY_CHANNEL, QUEUE_NAME, make_app
 from memdir.queue._producer import DEFAULT_SESSION, QueueExtractor, TurnRecorded  # noqa: E402
 from memdir.queue._prune import PruneResult, aprune, prune  # noqa: E402
 from memdir.queue._runs import unpark  # noqa: E402
-from memdir.queue._schema import SCHEMA_SQL, apply_schema  # noqa: E402
+from memdir.queue._schema import (  # noqa: E402
+    SCHEMA_SQL,
+    SCHEMA_VERSION,
+    SchemaError,
+    apply_schema,
+    check_schema,
+    migrate_schema,
+)
 from memdir.queue._status import QueueStatus, queue_status  # noqa: E402
 from memdir.queue._store import export_dir  # noqa: E402
 from memdir.queue._sync import SyncResult, sync_dir  # noqa: E402
@@ -36,18 +46,31 @@ from memdir.queue._worker import (  # noqa: E402
     sweep,
 )
 
+
+def __getattr__(name: str) -> object:
+    # ``app`` is made when first asked for: importing memdir.queue reads no environment.
+    if name == "app":
+        from memdir.queue._app import env_app
+
+        made = globals()["app"] = env_app()
+        return made
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "DEFAULT_SESSION",
     "EXTRACT_TASK",
     "NOTIFY_CHANNEL",
     "QUEUE_NAME",
     "SCHEMA_SQL",
+    "SCHEMA_VERSION",
     "DirRun",
     "PostgresNotFoundError",
     "PruneResult",
     "QueueExtractor",
     "QueueStatus",
     "QueueWorker",
+    "SchemaError",
     "SessionOutcome",
     "SyncResult",
     "TemporaryPostgres",
@@ -55,8 +78,10 @@ __all__ = [
     "WorkerSettings",
     "apply_schema",
     "aprune",
+    "check_schema",
     "export_dir",
     "make_app",
+    "migrate_schema",
     "prune",
     "queue_status",
     "sweep",

@@ -52,12 +52,17 @@ def _free_port() -> int:
 class TemporaryPostgres:
     """A PostgreSQL server for as long as the ``with`` block (or :meth:`stop`)."""
 
-    def __init__(self, *, max_connections: int = 200) -> None:
+    def __init__(self, *, max_connections: int = 200, durable: bool = False) -> None:
         self.max_connections = max_connections
+        self.durable = durable
+        """Keep PostgreSQL's durability (fsync, synchronous commit): what a test that
+        crashes the server (:meth:`halt`) needs, or commits acknowledged just before
+        the crash come back undone, as they would not on a real server."""
         self.port: int | None = None
         self._base: Path | None = None
         self._bin: Path | None = None
         self._owner: tuple[int, int] | None = None
+        self._options = ""
 
     def dsn(self, dbname: str = "postgres") -> str:
         """A libpq connection string for ``dbname`` on this server."""
@@ -102,28 +107,47 @@ class TemporaryPostgres:
         data = str(self._base / "data")
         self._run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8")
         self.port = _free_port()
-        options = (
-            f"-p {self.port} -k {self._base} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off "
-            f"-c max_connections={self.max_connections}"
+        fast = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+        self._options = (
+            f"-p {self.port} -k {self._base} -c listen_addresses=127.0.0.1 "
+            f"{'' if self.durable else fast}-c max_connections={self.max_connections}"
         )
-        log = str(self._base / "server.log")
         try:
-            self._run("pg_ctl", "-D", data, "-l", log, "-o", options, "-w", "start")
+            self._pg_start()
         except BaseException:
             self.stop()
             raise
         return self
 
-    def restart(self) -> None:
-        """``pg_ctl restart -m fast``: every connection is cut, the server comes back on
-        the same port with the same options (a fault drill's outage)."""
+    def _pg_start(self) -> None:
+        assert self._base is not None
+        data, log = str(self._base / "data"), str(self._base / "server.log")
+        self._run("pg_ctl", "-D", data, "-l", log, "-o", self._options, "-w", "start")
+
+    def halt(self) -> None:
+        """Stop the server as a crash would (``-m immediate``: every connection cut),
+        keeping its data and port for :meth:`resume`."""
         if self._base is None:
             raise RuntimeError("the server is not running")
-        base = self._base
+        self._run("pg_ctl", "-D", str(self._base / "data"), "-m", "immediate", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start the halted server again, on the same port, with its data."""
+        if self._base is None:
+            raise RuntimeError("the server was removed")
+        self._pg_start()
+
+    def restart(self) -> None:
+        """``pg_ctl restart -m fast``, as an operator's: every connection is cut, and the
+        server comes back on the same port with the same options and its data (what it
+        acknowledged is kept; :meth:`halt` is the crash)."""
+        if self._base is None:
+            raise RuntimeError("the server is not running")
+        data, log = str(self._base / "data"), str(self._base / "server.log")
         # -l as at start: without it the new server would hold pg_ctl's output pipe open.
-        log = str(base / "server.log")
-        self._run("pg_ctl", "-D", str(base / "data"), "-l", log, "-m", "fast", "-w", "restart")
+        self._run(
+            "pg_ctl", "-D", data, "-l", log, "-o", self._options, "-m", "fast", "-w", "restart"
+        )
 
     def stop(self) -> None:
         """Stop the server (immediately: nothing in it is worth a checkpoint) and remove

@@ -33,7 +33,6 @@ import os
 import posixpath
 import shutil
 import socket
-import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +50,18 @@ from memdir.messages import Message
 from memdir.models import Model
 from memdir.queue._app import EXTRACT_TASK, NOTIFY_CHANNEL, QUEUE_NAME, SWEEP_TASK, make_app
 from memdir.queue._codec import decode_params, model_name
+from memdir.queue._lifecycle import (
+    LifeWorker,
+    Supervisor,
+    configure_connection,
+    is_fatal,
+    life_connector,
+    logger,
+    make_scratch,
+    remove_stale_scratch,
+    run_life,
+    watch_database,
+)
 from memdir.queue._prune import DAY, register_prune
 from memdir.queue._runs import (
     RUNNABLE_PENDING,
@@ -60,6 +71,7 @@ from memdir.queue._runs import (
     failure_reason,
     read_session,
 )
+from memdir.queue._schema import check_schema
 from memdir.queue._store import (
     FILES_SQL,
     Checkout,
@@ -122,6 +134,26 @@ class WorkerSettings:
     """Keep succeeded jobs (and their ``procrastinate_events``) for inspection, for
     ``keep_finished_seconds``; by default they are deleted at once, failed ones kept for
     ``memdir queue status`` (``keep_failed_seconds``)."""
+    stop_timeout: float = 10.0
+    """After SIGTERM/SIGINT, the most :meth:`QueueWorker.run` takes to return: runs get
+    half of it to finish, then are cancelled (their pending rows stay for another
+    worker)."""
+    reconnect_base_seconds: float = 0.2
+    """The wait before reconnecting after the database was lost; it doubles each try."""
+    reconnect_max_seconds: float = 2.0
+    """The longest wait between reconnection attempts (a down server costs one refused
+    connection per try; a short cap picks work up soon after it is back)."""
+    idle_in_transaction_timeout: float = 15.0
+    """The server ends a worker transaction idle this long (a frozen worker), releasing
+    its locks; a worker's transactions never wait on anything but the database."""
+    lock_timeout: float = 30.0
+    """The longest one of a worker's statements waits for a lock (0: no limit)."""
+    sweep_priority: int = 100
+    """The sweeper's priority over extract jobs: at the next free slot it runs first,
+    never behind a backlog (a killed worker's directories wait on it)."""
+    redefer_priority: int = 50
+    """The priority of the jobs the sweeper defers again (a killed worker's directories,
+    which have waited already): ahead of the backlog, behind the sweeper."""
     sink: Sink | None = None
 
 
@@ -228,6 +260,8 @@ class QueueWorker:
         self.settings = settings
         self.app: procrastinate.App = make_app(settings.dsn)
         self._pool: psycopg_pool.AsyncConnectionPool[Any] | None = None
+        self._orphan: int | None = None
+        """This process's id in the queue from a life that lost the database."""
         worker = self
 
         # No retry= here, on purpose (module docstring): a failed session is retried by
@@ -238,13 +272,42 @@ class QueueWorker:
         async def extract_task(
             context: procrastinate.JobContext, dir_id: str, attempt: int = 0
         ) -> None:
+            job_id = context.job.id
+            began = time.monotonic()
+            logger.info("run started: dir %s, job %s, attempt %d", dir_id, job_id, attempt)
             try:
-                run = await worker.extract(dir_id, job_id=context.job.id)
+                run = await worker.extract(dir_id, job_id=job_id)
                 if run.parked:  # the job ends failed, with why, once its commits are in
                     raise SessionsParkedError("; ".join(run.parked))
-            except Exception as exc:
-                await worker._record_failure(context.job.id, dir_id, exc)
+            except asyncio.CancelledError:
+                logger.info(
+                    "run cancelled: dir %s, job %s, after %.2f s (its turns stay pending)",
+                    dir_id,
+                    job_id,
+                    time.monotonic() - began,
+                )
                 raise
+            except Exception as exc:
+                logger.warning(
+                    "run failed: dir %s, job %s, after %.2f s: %s: %s",
+                    dir_id,
+                    job_id,
+                    time.monotonic() - began,
+                    type(exc).__name__,
+                    exc,
+                )
+                await worker._record_failure(job_id, dir_id, exc)
+                raise
+            logger.info(
+                "run ended: dir %s, job %s, %s, in %.2f s%s",
+                dir_id,
+                job_id,
+                "conflict (discarded)"
+                if run.conflict
+                else ("committed" if run.committed else "nothing pending"),
+                time.monotonic() - began,
+                "".join(f"; session {o.session}: {o.outcome}" for o in run.sessions),
+            )
 
         async def sweep_task(timestamp: int) -> None:
             await sweep(
@@ -253,43 +316,164 @@ class QueueWorker:
                 queue=settings.queue,
                 stalled_after=settings.stalled_after,
                 sink=settings.sink,
+                priority=settings.redefer_priority,
             )
 
-        task = self.app.task(name=SWEEP_TASK, queue=settings.queue)(sweep_task)
+        task = self.app.task(
+            name=SWEEP_TASK, queue=settings.queue, priority=settings.sweep_priority
+        )(sweep_task)
         if settings.sweep_cron is not None:
-            # Its own queueing lock: however many workers defer it, one sweep waits.
+            # Its own queueing lock: however many workers defer it, one sweep waits; and
+            # ahead of the extract jobs, which fetch in priority order.
             self.app.periodic(
-                cron=settings.sweep_cron, periodic_id="memdir", queueing_lock=SWEEP_TASK
+                cron=settings.sweep_cron,
+                periodic_id="memdir",
+                queueing_lock=SWEEP_TASK,
+                priority=settings.sweep_priority,
             )(task)
         register_prune(self.app, settings)
 
     async def run(self, *, wait: bool = True, install_signal_handlers: bool = True) -> None:
-        """Work until stopped (``wait``) or until no job is left to start (not ``wait``)."""
-        settings = self.settings
-        # Two connections per job (snapshot, commit), never both at once.
-        pool: psycopg_pool.AsyncConnectionPool[Any] = psycopg_pool.AsyncConnectionPool(
-            settings.dsn, min_size=1, max_size=settings.concurrency + 1, open=False
-        )
-        await pool.open()
-        self._pool = pool
-        try:
-            async with self.app.open_async():
-                await self._work(wait, install_signal_handlers)
-        finally:
-            self._pool = None
-            await pool.close()
+        """Work until stopped (``wait``) or until no job is left to start (not ``wait``).
 
-    async def _work(self, wait: bool, install_signal_handlers: bool) -> None:
+        The database lost (a restart, a network cut) is waited for with backoff, and the
+        worker starts again, listening again; only what waiting cannot mend raises (a
+        refused DSN or password, a schema this code cannot use: :class:`SchemaError`,
+        which says to run ``memdir queue migrate``). A stop request (SIGTERM or SIGINT
+        with ``install_signal_handlers``, or cancelling this coroutine) returns within
+        ``settings.stop_timeout``; cancelled runs leave their pending rows.
+        """
         settings = self.settings
-        await self.app.run_worker_async(
+        supervisor = Supervisor(
+            stop_timeout=settings.stop_timeout,
+            backoff_base=settings.reconnect_base_seconds,
+            backoff_max=settings.reconnect_max_seconds,
+        )
+        await asyncio.to_thread(remove_stale_scratch, settings.scratch)
+        logger.info(
+            "worker %s starting: queue %s, %d at once",
+            settings.name,
+            settings.queue,
+            settings.concurrency,
+        )
+        with supervisor.signals(install_signal_handlers):
+            while not supervisor.stopping.is_set():
+                try:
+                    # Cheap and lock-free: schema work is `memdir queue migrate`'s.
+                    await asyncio.to_thread(check_schema, settings.dsn)
+                    stopped = await self._work(wait, supervisor)
+                except asyncio.CancelledError:
+                    supervisor.stop("cancelled")
+                    raise
+                except Exception as exc:
+                    if is_fatal(exc):
+                        logger.error("cannot work: %s: %s", type(exc).__name__, exc)
+                        raise
+                    first = (str(exc).strip().splitlines() or [""])[0]
+                    why = f"{type(exc).__name__}: {first}"
+                else:
+                    if stopped or not wait:
+                        break
+                    why = "the worker stopped by itself"
+                if supervisor.stopping.is_set():
+                    break
+                await supervisor.wait_before_retry(why)
+        logger.info("worker %s stopped", settings.name)
+
+    async def _work(self, wait: bool, supervisor: Supervisor) -> bool:
+        """One life of procrastinate's worker, on fresh connections; returns whether it
+        ended on a stop request. When it could not unregister (the database was gone),
+        its id in the queue is kept for the next life to release its jobs."""
+        settings = self.settings
+        # Two connections per job (snapshot, commit), never both at once; a connection
+        # the server dropped is replaced when taken, not handed to a job.
+        pool: psycopg_pool.AsyncConnectionPool[Any] = psycopg_pool.AsyncConnectionPool(
+            settings.dsn,
+            min_size=1,
+            max_size=settings.concurrency + 1,
+            open=False,
+            check=psycopg_pool.AsyncConnectionPool.check_connection,
+            configure=configure_connection(
+                settings.idle_in_transaction_timeout, settings.lock_timeout
+            ),
+        )
+        lost = asyncio.Event()
+        worker = LifeWorker(
+            self.app,
+            on_stop=lambda: None if supervisor.stopping.is_set() else lost.set(),
             queues=[settings.queue],
             wait=wait,
             concurrency=settings.concurrency,
             name=settings.name,
             fetch_job_polling_interval=settings.poll_interval,
             update_heartbeat_interval=settings.heartbeat_interval,
-            install_signal_handlers=install_signal_handlers,
+            stalled_worker_timeout=settings.stalled_after,
+            shutdown_graceful_timeout=supervisor.graceful_timeout,
+            install_signal_handlers=False,
             delete_jobs="never" if settings.keep_jobs else "successful",
+        )
+        # A connector of this life's own: closing it is how a life whose database went
+        # away is ended (what waits on its pool fails at once), and the next life's
+        # pool starts clean.
+        connector = life_connector(settings.dsn, settings.concurrency)
+        with self.app.replace_connector(connector):
+            try:
+                await connector.open_async()
+                await pool.open(wait=True, timeout=10.0)
+                self._pool = pool
+                supervisor.succeeded()
+                if self._orphan is not None:
+                    await self._release_orphans(self._orphan)
+                    self._orphan = None
+                watch = watch_database(
+                    settings.dsn, min(settings.heartbeat_interval, 2.0), worker.stop
+                )
+                return await run_life(worker, supervisor, lost, connector, watch)
+            finally:
+                if worker.worker_id is not None:
+                    self._orphan = worker.worker_id
+                self._pool = None
+                with contextlib.suppress(Exception):
+                    await pool.close(timeout=1.0)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(connector.close_async(), 2.0)
+
+    async def _release_orphans(self, worker_id: int) -> None:
+        """This process's previous life lost the database with jobs running: they were
+        cancelled, but their rows still say 'doing' under its old id. End them as
+        aborted (their pending rows stay), so their directories run again now, not
+        after the sweeper finds them stalled."""
+        async with self._connection() as conn:
+            await conn.set_autocommit(True)
+            try:
+                rows = await (
+                    await conn.execute(
+                        "SELECT id, lock FROM procrastinate_jobs "
+                        "WHERE worker_id = %s AND status = 'doing'",
+                        (worker_id,),
+                    )
+                ).fetchall()
+                for job_id, _ in rows:
+                    await conn.execute(
+                        "SELECT procrastinate_finish_job_v1(%s, 'aborted', false)", (job_id,)
+                    )
+                await conn.execute("DELETE FROM procrastinate_workers WHERE id = %s", (worker_id,))
+            finally:
+                await conn.set_autocommit(False)
+        if rows:
+            logger.info(
+                "released %d job(s) cut off by the lost database: %s",
+                len(rows),
+                ", ".join(str(lock) for _, lock in rows),
+            )
+        settings = self.settings
+        await sweep(
+            self.app,
+            settings.dsn,
+            queue=settings.queue,
+            stalled_after=settings.stalled_after,
+            sink=settings.sink,
+            priority=settings.redefer_priority,
         )
 
     # --- one job --------------------------------------------------------------------------
@@ -302,7 +486,7 @@ class QueueWorker:
         holds back none of the others (it is cancelled at ``run_timeout``)."""
         settings = self.settings
         started = time.monotonic()
-        scratch = Path(tempfile.mkdtemp(prefix="memdir-run-", dir=settings.scratch))
+        scratch = make_scratch(settings.scratch)
         root = scratch / "memory"
         root.mkdir(mode=0o700)
         try:
@@ -466,12 +650,17 @@ class QueueWorker:
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """A connection from the worker's pool while :meth:`run` runs; a fresh one for
-        a direct call (a new backend per job costs the database a process each)."""
+        a direct call (a new backend per job costs the database a process each). Either
+        way with the worker's timeouts (:func:`configure_connection`)."""
         if self._pool is not None:
             async with self._pool.connection() as conn:
                 yield conn
         else:
-            async with await psycopg.AsyncConnection.connect(self.settings.dsn) as conn:
+            settings = self.settings
+            async with await psycopg.AsyncConnection.connect(settings.dsn) as conn:
+                await configure_connection(
+                    settings.idle_in_transaction_timeout, settings.lock_timeout
+                )(conn)
                 yield conn
 
     async def _snapshot(self, dir_id: str, root: Path) -> tuple[Checkout, list[_Pending], Any]:
@@ -874,6 +1063,7 @@ async def sweep(
     queue: str = QUEUE_NAME,
     stalled_after: float = 30.0,
     sink: Sink | None = None,
+    priority: int = 50,
 ) -> tuple[int, int]:
     """Heal what crashes leave behind; returns (jobs failed, directories re-deferred).
 
@@ -881,8 +1071,8 @@ async def sweep(
     **failed** (retrying it would collide with the queueing lock of the job waiting
     behind it, procrastinate#1446), with why, for ``memdir queue status``; its pending
     rows were never consumed. Then every
-    directory with pending rows and no job waiting or running gets one. ``app`` must be
-    open.
+    directory with pending rows and no job waiting or running gets one, at ``priority``
+    (ahead of ordinary jobs: it has waited already). ``app`` must be open.
     """
     failed = 0
     deferred = 0
@@ -907,7 +1097,12 @@ async def sweep(
         ).fetchall()
         for (dir_id,) in rows:
             deferrer = app.configure_task(
-                EXTRACT_TASK, lock=dir_id, queueing_lock=dir_id, queue=queue, connection=conn
+                EXTRACT_TASK,
+                lock=dir_id,
+                queueing_lock=dir_id,
+                queue=queue,
+                priority=priority,
+                connection=conn,
             )
             try:
                 async with conn.transaction():
