@@ -66,7 +66,7 @@ from memdir.testing import FakeAnthropicServer
 _DIR_RE = re.compile(r"The memory directory is `([^`]+)`")
 _TURN_RE = re.compile(r"turn (\S+) (\d+)(?![\d])")
 _MODEL = "claude-fake-1"
-_RUN_ENDS = ("extract.committed", "extract.conflict", "queue.job_failed")
+_RUN_ENDS = ("extract.finished", "queue.job_failed")
 """The worker's events that end a run its ``extract.started`` opened."""
 
 
@@ -634,8 +634,8 @@ class Drill:
         report = self.report
         with psycopg.connect(self.dsn) as conn:
             runs = conn.execute(
-                "SELECT dir_id, session, generation, from_seq, to_seq, started_at, committed_at "
-                "FROM memdir_runs WHERE dir_id <> 'probe' ORDER BY dir_id, session, from_seq"
+                "SELECT dir_id, session, generation, from_seq, to_seq, started_at, committed_at, "
+                "job_id FROM memdir_runs WHERE dir_id <> 'probe' ORDER BY dir_id, session, from_seq"
             ).fetchall()
             shipped = {
                 (d, s): int(n)
@@ -651,12 +651,15 @@ class Drill:
         report.runs = len(runs)
         report.stuck_dirs = sorted(str(d) for (d,) in stuck)
         by_session: dict[tuple[str, str], list[tuple[int, int]]] = {}
-        spans: dict[str, dict[int, tuple[Any, Any]]] = {}
-        for d, s, gen, low, high, start, end in runs:
+        # One interval per job: a job's sessions run side by side and commit one by one.
+        spans: dict[str, dict[tuple[str, int], tuple[Any, Any]]] = {}
+        for d, s, gen, low, high, start, end, job in runs:
             by_session.setdefault((d, s), []).append((int(low), int(high)))
-            spans.setdefault(d, {})[int(gen)] = (start, end)
-        for dir_id, gens in spans.items():
-            ordered = [gens[g] for g in sorted(gens)]
+            key = ("job", int(job)) if job is not None else ("generation", int(gen))
+            first, last = spans.setdefault(d, {}).get(key, (start, end))
+            spans[d][key] = (min(first, start), max(last, end))
+        for dir_id, jobs in spans.items():
+            ordered = sorted(jobs.values())
             for (_, end), (start, _) in itertools.pairwise(ordered):
                 if start < end:
                     report.overlaps.append(f"{dir_id}: a run started at {start}, before {end}")
