@@ -655,9 +655,9 @@ class Drill:
         spans: dict[str, dict[tuple[str, int], tuple[Any, Any]]] = {}
         for d, s, gen, low, high, start, end, job in runs:
             by_session.setdefault((d, s), []).append((int(low), int(high)))
-            key = ("job", int(job)) if job is not None else ("generation", int(gen))
-            first, last = spans.setdefault(d, {}).get(key, (start, end))
-            spans[d][key] = (min(first, start), max(last, end))
+            span = ("job", int(job)) if job is not None else ("generation", int(gen))
+            first, last = spans.setdefault(d, {}).get(span, (start, end))
+            spans[d][span] = (min(first, start), max(last, end))
         for dir_id, jobs in spans.items():
             ordered = sorted(jobs.values())
             for (_, end), (start, _) in itertools.pairwise(ordered):
