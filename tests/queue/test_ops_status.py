@@ -207,3 +207,48 @@ def test_durations() -> None:
     ]
     result = CliRunner().invoke(queue_group, ["prune", "--db", "x", "--older-than", "soon"])
     assert result.exit_code == 2
+
+
+def test_retry_runs_a_parked_session_again(pg_dsn: str) -> None:
+    """A session parked after its last attempt is listed as failed, and `retry` makes it
+    runnable: the next run covers it (it neither stays parked nor drops out of sight)."""
+    import asyncio
+
+    from memdir.models import ModelRequest
+    from memdir.queue import QueueWorker, WorkerSettings
+    from memdir.queue._retry import failed_dirs
+    from memdir.testing import FunctionModel
+    from tests.queue._helpers import CONFIG
+
+    host = QueueExtractor(pg_dsn, "dir-p")
+    assert host.on_turn_end(TurnContext(messages=conversation("s1", 1), session_id="s1"))
+    host.close()
+    up = False
+
+    async def answer(request: ModelRequest) -> Any:
+        if not up:
+            raise RuntimeError("529 overloaded (injected)")
+        return "Nothing to save."
+
+    model = FunctionModel(answer, name="function:flaky")
+    settings = WorkerSettings(
+        dsn=pg_dsn,
+        models=lambda _name: model,
+        config=CONFIG,
+        sweep_cron=None,
+        max_attempts=2,
+        backoff_base_seconds=0.0,
+    )
+    worker = QueueWorker(settings)
+    runs = [asyncio.run(worker.extract("dir-p")) for _ in range(2)]
+    assert runs[-1].parked
+    assert failed_dirs(pg_dsn) == ["dir-p"]
+    result = CliRunner().invoke(queue_group, ["retry", "--db", pg_dsn, "--all-failed"])
+    assert result.exit_code == 0, result.output
+    with psycopg.connect(pg_dsn) as conn:
+        (parked,) = one(conn, "SELECT parked_version FROM memdir_pending WHERE dir_id = 'dir-p'")
+    assert parked is None
+    up = True
+    again = asyncio.run(worker.extract("dir-p"))
+    assert again.committed
+    assert queue_status(pg_dsn).pending_sessions == 0

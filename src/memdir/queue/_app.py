@@ -7,6 +7,7 @@ import os
 import procrastinate
 
 __all__ = [
+    "CONNECT_TIMEOUT",
     "DSN_ENV",
     "EXTRACT_TASK",
     "NOTIFY_CHANNEL",
@@ -18,6 +19,11 @@ __all__ = [
 
 DSN_ENV = "MEMDIR_DB"
 """The database of ``memdir.queue.app`` (and of the CLI's ``--db`` when not given)."""
+
+CONNECT_TIMEOUT = 5
+"""Seconds a worker's or an operator command's connection attempt may take: a server
+that does not answer (a partition, not a refusal) fails it in time for the reconnect
+backoff, the stop bound and a one-line error, not after the kernel's minutes of retries."""
 
 EXTRACT_TASK = "memdir.extract"
 """One job per directory run; deferred with ``lock`` = ``queueing_lock`` = the directory."""

@@ -26,6 +26,7 @@ import shutil
 import signal
 import socket
 import tempfile
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ import procrastinate
 import psycopg
 from procrastinate.worker import Worker
 
+from memdir.queue._app import CONNECT_TIMEOUT
 from memdir.queue._schema import SchemaError
 
 __all__ = [
@@ -181,6 +183,10 @@ def is_fatal(exc: BaseException) -> bool:
     return False
 
 
+STEADY_SECONDS = 10.0
+"""How long a worker's life must last for its loss to start the reconnect backoff afresh."""
+
+
 class Supervisor:
     """The stop request and the reconnect backoff of one :meth:`QueueWorker.run`."""
 
@@ -190,6 +196,7 @@ class Supervisor:
         self.backoff_max = backoff_max
         self.stopping = asyncio.Event()
         self._failures = 0
+        self._up_since: float | None = None
 
     @property
     def graceful_timeout(self) -> float:
@@ -221,11 +228,18 @@ class Supervisor:
                 loop.remove_signal_handler(sig)
 
     def succeeded(self) -> None:
-        """The worker got going: the next loss starts the backoff from the beginning."""
-        self._failures = 0
+        """The worker got going. The backoff starts again from the beginning only once
+        this life has lasted (see :meth:`wait_before_retry`): a life that fails right
+        after it starts (a pooler that refuses LISTEN) must not reconnect at the
+        shortest delay forever."""
+        self._up_since = time.monotonic()
 
     async def wait_before_retry(self, why: str) -> None:
-        """Log the loss and wait (doubling, up to the cap) or until a stop request."""
+        """Log the loss and wait (doubling, up to the cap) or until a stop request. A
+        life that lasted past :data:`STEADY_SECONDS` starts the doubling afresh."""
+        up, self._up_since = self._up_since, None
+        if up is not None and time.monotonic() - up >= max(STEADY_SECONDS, self.backoff_max):
+            self._failures = 0
         delay = min(self.backoff_base * 2**self._failures, self.backoff_max)
         self._failures += 1
         logger.warning("lost the database (%s); trying again in %.1f s", why, delay)
@@ -251,7 +265,11 @@ def life_connector(dsn: str, concurrency: int) -> procrastinate.PsycopgConnector
     connection not had within seconds means the database is gone: waiting on, as the
     pool's 30 s default would, only delays the reconnect."""
     return procrastinate.PsycopgConnector(
-        conninfo=dsn, min_size=1, max_size=concurrency + 4, timeout=3.0
+        conninfo=dsn,
+        min_size=1,
+        max_size=concurrency + 4,
+        timeout=3.0,
+        kwargs={"connect_timeout": CONNECT_TIMEOUT},
     )
 
 
@@ -339,7 +357,9 @@ async def run_life(
                 logger.warning("the worker did not stop in time; leaving it")
                 running.cancel()
                 await asyncio.wait({running}, timeout=1.0)
-                return True
+                # A life left behind on a lost database is no stop request: the caller
+                # reconnects (a stopped worker exiting 0 would not be restarted).
+                return supervisor.stopping.is_set()
         running.result()
         return supervisor.stopping.is_set()
     finally:

@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 
-from memdir.queue._app import QUEUE_NAME
+from memdir.queue._app import CONNECT_TIMEOUT, QUEUE_NAME
 from memdir.telemetry import Sink, emit
 
 __all__ = ["DAY", "PRUNE_TASK", "PruneResult", "aprune", "prune", "register_prune"]
@@ -132,7 +132,7 @@ def prune(
     prune of a large backlog holds no lock for long. ``dry_run`` counts what would go,
     in one transaction rolled back at the end (and reports nothing to ``sink``)."""
     counts: list[tuple[str, int]] = []
-    with psycopg.connect(dsn, autocommit=not dry_run) as conn:
+    with psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT, autocommit=not dry_run) as conn:
         if messages:
             for dir_id, session, below in conn.execute(_PRUNABLE).fetchall():
                 keys = {"dir": dir_id, "session": session, "below": below}
@@ -159,7 +159,9 @@ async def aprune(
 ) -> PruneResult:
     """:func:`prune` for a worker's loop."""
     counts: list[tuple[str, int]] = []
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+    async with await psycopg.AsyncConnection.connect(
+        dsn, connect_timeout=CONNECT_TIMEOUT, autocommit=True
+    ) as conn:
         if messages:
             sessions = await (await conn.execute(_PRUNABLE)).fetchall()
             for dir_id, session, below in sessions:

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 from procrastinate.exceptions import AlreadyEnqueued
 
-from memdir.queue._app import EXTRACT_TASK, QUEUE_NAME, make_app
+from memdir.queue._app import CONNECT_TIMEOUT, EXTRACT_TASK, QUEUE_NAME, make_app
 
 __all__ = ["RetryResult", "failed_dirs", "retry"]
 
@@ -49,13 +49,14 @@ class RetryResult:
 
 _FAILED_DIRS = (
     "SELECT lock FROM procrastinate_jobs WHERE task_name = %s AND status = 'failed' "
-    "AND lock IS NOT NULL UNION SELECT dir_id FROM memdir_pending WHERE last_error IS NOT NULL"
+    "AND lock IS NOT NULL UNION SELECT dir_id FROM memdir_pending "
+    "WHERE last_error IS NOT NULL OR parked_version IS NOT NULL"
 )
 
 
 def failed_dirs(dsn: str) -> list[str]:
     """Directories with a failed job or a session whose last run failed."""
-    with psycopg.connect(dsn) as conn:
+    with psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT) as conn:
         return sorted(str(d) for (d,) in conn.execute(_FAILED_DIRS, (EXTRACT_TASK,)))
 
 
@@ -71,7 +72,7 @@ def retry(
     transaction, so a concurrent host's turn either lands before (and runs in the new
     job) or after (and queues behind it)."""
     app = make_app(dsn)
-    with psycopg.connect(dsn) as conn, conn.transaction():
+    with psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT) as conn, conn.transaction():
         wanted = set(dir_ids)
         if all_failed:
             wanted |= {str(d) for (d,) in conn.execute(_FAILED_DIRS, (EXTRACT_TASK,))}
@@ -79,8 +80,9 @@ def retry(
         reset = removed = deferred = 0
         for dir_id in dirs:
             reset += conn.execute(
-                "UPDATE memdir_pending SET attempts = 0, last_error = NULL "
-                "WHERE dir_id = %s AND (attempts > 0 OR last_error IS NOT NULL)",
+                "UPDATE memdir_pending SET attempts = 0, last_error = NULL, "
+                "parked_version = NULL, parked_at = NULL WHERE dir_id = %s "
+                "AND (attempts > 0 OR last_error IS NOT NULL OR parked_version IS NOT NULL)",
                 (dir_id,),
             ).rowcount
             removed += conn.execute(

@@ -32,6 +32,7 @@ import procrastinate
 import psycopg
 
 from memdir.errors import MemdirError
+from memdir.queue._app import CONNECT_TIMEOUT
 
 __all__ = [
     "MIGRATIONS",
@@ -293,7 +294,7 @@ def check_schema(dsn: str, *, lock_timeout: float = 5.0) -> SchemaState:
     """Read the schema's version (one small SELECT, no DDL, no lock that a frozen
     worker's transaction could hold) and raise :class:`SchemaError`, in one line that
     says what to run, when this code cannot work on it."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT, autocommit=True) as conn:
         conn.execute(
             "SELECT set_config('lock_timeout', %s, false)", (f"{int(lock_timeout * 1000)}ms",)
         )
@@ -311,7 +312,7 @@ def migrate_schema(dsn: str) -> list[str]:
     take turns, and each one after the first finds nothing to do."""
     installed = _installed_release()
     applied: list[str] = []
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT, autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (_ADVISORY_KEY,))
         try:
             state = _read_state(conn)

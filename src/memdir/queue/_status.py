@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from memdir.queue._app import EXTRACT_TASK
+from memdir.queue._app import CONNECT_TIMEOUT, EXTRACT_TASK
 
 __all__ = ["QueueStatus", "queue_status"]
 
@@ -94,7 +94,7 @@ def queue_status(
     ``stalled_after``: seconds without a heartbeat after which a worker counts as dead
     (the sweeper's own threshold by default). ``minutes``: the throughput's window.
     """
-    with psycopg.connect(dsn) as conn, conn.transaction():
+    with psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT) as conn, conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         jobs = {
             str(status): int(count)

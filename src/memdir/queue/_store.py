@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 
 from memdir._private import make_private_dirs, open_private
+from memdir.queue._app import CONNECT_TIMEOUT
 from memdir.store import ENTRYPOINT_NAME, atomic_write, file_lock
 from memdir.store._atomic import STATE_DIR_NAME
 
@@ -103,7 +104,7 @@ def export_dir(dsn: str, dir_id: str, target: Path) -> int:
     files the database has are written (atomically, each), files it no longer has are
     removed; ``.memdir/`` is left alone. Returns the generation mirrored."""
     make_private_dirs(target)
-    with psycopg.connect(dsn) as conn, conn.transaction():
+    with psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT) as conn, conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         row = conn.execute(
             "SELECT generation FROM memdir_dirs WHERE dir_id = %s", (dir_id,)

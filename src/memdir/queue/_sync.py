@@ -36,6 +36,7 @@ from typing import Any
 import psycopg
 
 from memdir._private import make_private_dirs
+from memdir.queue._app import CONNECT_TIMEOUT
 from memdir.queue._store import _index_lock, _inside, local_files, sha256
 from memdir.store import ENTRYPOINT_NAME, atomic_write
 from memdir.store._atomic import STATE_DIR_NAME
@@ -141,7 +142,7 @@ def sync_dir(dsn: str, dir_id: str, target: Path) -> SyncResult:
     pushed: list[str] = []
     conflicts: list[str] = []
     retries = 0
-    with psycopg.connect(dsn) as conn:
+    with psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT) as conn:
         for attempt in range(_ATTEMPTS):
             pushed, conflicts = [], []
             with conn.transaction():

@@ -48,7 +48,14 @@ from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
 from memdir.extract._coordinator import Outcome, host_memory_paths, start_after
 from memdir.messages import Message
 from memdir.models import Model
-from memdir.queue._app import EXTRACT_TASK, NOTIFY_CHANNEL, QUEUE_NAME, SWEEP_TASK, make_app
+from memdir.queue._app import (
+    CONNECT_TIMEOUT,
+    EXTRACT_TASK,
+    NOTIFY_CHANNEL,
+    QUEUE_NAME,
+    SWEEP_TASK,
+    make_app,
+)
 from memdir.queue._codec import decode_params, model_name
 from memdir.queue._lifecycle import (
     LifeWorker,
@@ -393,6 +400,7 @@ class QueueWorker:
             max_size=settings.concurrency + 1,
             open=False,
             check=psycopg_pool.AsyncConnectionPool.check_connection,
+            kwargs={"connect_timeout": CONNECT_TIMEOUT},
             configure=configure_connection(
                 settings.idle_in_transaction_timeout, settings.lock_timeout
             ),
