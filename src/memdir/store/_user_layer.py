@@ -35,6 +35,7 @@ __all__ = [
     "MEMDIR_USER_DIR_ENV",
     "USER_LAYER_DIR_NAME",
     "move_memory",
+    "resolve_user_layer",
     "user_memory_dir",
 ]
 
@@ -59,6 +60,19 @@ def user_memory_dir(env: Mapping[str, str] | None = None) -> MemoryDir:
             configured = home_dir(env) + configured[1:]
         return MemoryDir(configured)
     return MemoryDir(claude_config_home(env) / USER_LAYER_DIR_NAME)
+
+
+def resolve_user_layer(
+    value: bool | str | os.PathLike[str] | MemoryDir | None,
+    env: Mapping[str, str] | None = None,
+) -> MemoryDir | None:
+    """The user layer a setting names: ``True`` the default (:func:`user_memory_dir`),
+    a path or :class:`MemoryDir` that folder, ``False``/``None`` no layer."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return user_memory_dir(env)
+    return value if isinstance(value, MemoryDir) else MemoryDir(value)
 
 
 @contextlib.contextmanager
