@@ -17,9 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memdir._claude_settings import claude_config_home
-from memdir.store import MemoryDir, atomic_write
+from memdir.store import MEMDIR_USER_DIR_ENV, MemoryDir, atomic_write, user_memory_dir
 
-__all__ = ["UserLayerChange", "claude_md_path", "install_user_layer", "user_layer_block"]
+__all__ = [
+    "UserLayerChange",
+    "claude_md_path",
+    "install_user_layer",
+    "user_layer_block",
+    "user_layer_on",
+]
 
 _HEADING = "# memdir user memory"
 
@@ -101,3 +107,22 @@ def install_user_layer(
         # repository stays linked.
         atomic_write(os.path.realpath(claude_md), after)
     return UserLayerChange(path=claude_md, changed=changed, written=changed)
+
+
+def user_layer_on(env: Mapping[str, str] | None = None) -> MemoryDir | None:
+    """The user layer memdir's extraction saves to, or None when it is off.
+
+    On when ``$MEMDIR_USER_DIR`` names one, or when the user's ``CLAUDE.md`` imports the
+    default layer's index (``memdir install claude-code --user-layer`` did it): a layer
+    that Claude Code loads is worth filling; one that nothing loads is not.
+    """
+    env = os.environ if env is None else env
+    layer = user_memory_dir(env)
+    if env.get(MEMDIR_USER_DIR_ENV):
+        return layer
+    try:
+        text = claude_md_path(env).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    wanted = f"@{layer.entrypoint}"
+    return layer if any(line.strip() == wanted for line in text.splitlines()) else None
