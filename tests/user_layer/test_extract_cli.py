@@ -73,3 +73,21 @@ def test_install_is_idempotent_and_uninstall_keeps_other_lines(tmp_path: Path) -
     result = CliRunner().invoke(cli, ["install", "claude-code", "--user-layer", "--uninstall"])
     assert result.exit_code == 0, result.stderr
     assert claude_md.read_text(encoding="utf-8") == "Use British spelling.\n"
+
+
+def test_a_second_session_updates_the_layer_instead_of_duplicating(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    layer = tmp_path / "mine"
+    monkeypatch.setenv("MEMDIR_USER_DIR", str(layer))
+    _extract(tmp_path)
+    first = _user_memories(layer)
+    later = write_session(tmp_path / "t.jsonl", ["I'm Ana, I lead the ML platform team now."])
+    result = CliRunner().invoke(
+        cli,
+        ["extract", str(later), "--model", "offline", "--memory-dir", str(tmp_path / "memory")],
+    )
+    assert result.exit_code == 0, result.stderr
+    assert _user_memories(layer) == first
+    texts = " ".join((layer / name).read_text(encoding="utf-8") for name in first)
+    assert "ML platform" in texts

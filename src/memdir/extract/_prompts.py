@@ -319,6 +319,7 @@ def extract_prompt_parts(
     list_budget: int | None = None,
     memdir_indexes: bool = False,
     user_dir: str | None = None,
+    user_listing: str = "",
 ) -> PromptParts:
     """The extraction prompt for one private directory, or (``team``) a private and a team
     directory, in parts; the other arguments are those of
@@ -338,7 +339,9 @@ def extract_prompt_parts(
     conversation does not change with the new messages.
 
     ``user_dir``: the user layer, where memories clearly about the person go (the request
-    says which and that nothing else does).
+    says which and that nothing else does); ``user_listing`` its memory files as
+    :func:`~memdir.store.format_manifest` lists them, so a memory there is updated rather
+    than written again.
     """
     if memory_format not in MEMORY_FORMATS:
         raise UsageError(
@@ -354,7 +357,7 @@ def extract_prompt_parts(
         if memory_dir is not None:
             request += f"\n\nThe memory directory is `{memory_dir}`."
     if user_dir is not None:
-        request += "\n\n" + _user_layer_location(user_dir)
+        request += "\n\n" + _user_layer_location(user_dir, user_listing)
     if today is not None:
         # Claude Code's own words for the date in its context; the memory agent needs it
         # to turn "next Thursday" into a calendar date.
@@ -586,8 +589,13 @@ def _opener(new_message_count: int) -> str:
     return _OPENER.format(count=f"{new_message_count} {noun}")
 
 
-def _user_layer_location(user_dir: str) -> str:
+def _user_layer_location(user_dir: str, listing: str) -> str:
     # The scope rule in words the agent can apply to one memory at a time.
+    held = (
+        f"\n\nWhat the user layer holds now:\n{listing}"
+        if listing
+        else "\n\nThe user layer holds no memory yet."
+    )
     return (
         f"User layer: `{user_dir}`, with its own `MEMORY.md`; every project this person "
         "works in loads it. A memory clearly about the person and true wherever they "
@@ -595,7 +603,7 @@ def _user_layer_location(user_dir: str) -> str:
         "`feedback` on how they want work done in general. Anything about this project "
         "(its code, its people, its deadlines, its conventions) stays in the project's "
         "memory directory. Never put a secret in the user layer."
-    )
+    ) + held
 
 
 def _combined_location(memory_dir: str | None, team_dir: str | None) -> str:

@@ -210,7 +210,7 @@ class Runner:
         md = self._md
         await self.conversation.update(messages)
         cwd = turn.cwd or os.getcwd()
-        headers, project = await asyncio.to_thread(self._read_state, cwd)
+        headers, project, user_listing = await asyncio.to_thread(self._read_state, cwd)
         end = len(messages)
         # Rendering a window (a first one can hold 100k tokens of conversation) is work
         # for worker threads, in slices: on the host's loop, or in one call holding the
@@ -238,6 +238,7 @@ class Runner:
                 team=team,
                 team_dir=str(md.team_dir) if team else None,
                 user_dir=str(user.root) if user is not None else None,
+                user_listing=user_listing,
                 today=_turn_date(messages, cursor, end, reported_at),
                 memory_format=self._config.memory_format,
                 host_memory=host_memory,
@@ -439,12 +440,15 @@ class Runner:
             if seconds >= 0:
                 self.stats.record_gap(seconds, lifetime)
 
-    def _read_state(self, cwd: str) -> tuple[list[Any], str]:
+    def _read_state(self, cwd: str) -> tuple[list[Any], str, str]:
         md = self._md
         headers = md.scan()
         # Read for memdir's own request only; a fork's host has loaded them already.
         files = load_instruction_files(cwd) if self._config.load_instructions else ()
-        return headers, format_instruction_files(files)
+        user = self._user_dir
+        # The newest of the user layer's memories, as many as the project's list shows.
+        held = user.scan(limit=self._config.memory_list_entries) if user is not None else []
+        return headers, format_instruction_files(files), format_manifest(held, day_only=True)
 
     # --- the two shapes ---------------------------------------------------------------------
 

@@ -195,7 +195,10 @@ def _plan(
         home = team if team is not None and candidate.type in _TEAM_TYPES else private
         if user is not None and candidate.type == "user":
             # Who the person is holds in every project: the user layer, when it is on.
-            home = user
+            held = [e for e in prompt.user_manifest if e.filename == f"{candidate.slug}.md"]
+            path = os.path.join(user, f"{candidate.slug}.md")
+            target(path, bool(held)).candidates.append(candidate)
+            continue
         match = _match(candidate, prompt.manifest, private, home)
         if match is not None:
             target(os.path.join(private, match.filename), True).candidates.append(candidate)

@@ -40,6 +40,7 @@ PROMPT_PATTERNS: Final[Mapping[str, re.Pattern[str]]] = types.MappingProxyType(
             r"^- Team, shared with everyone who works on this project: `([^`\n]+)`\.$", re.M
         ),
         "user_dir": re.compile(r"^User layer: `([^`\n]+)`", re.M),
+        "user_listing": re.compile(r"^What the user layer holds now:\n((?:- [^\n]*\n?)*)", re.M),
         "no_index": re.compile(r"do not create, read or change `MEMORY\.md`"),
         # memdir's tools write the index lines; the agent leaves MEMORY.md alone.
         "memdir_indexes": re.compile(r"memdir writes each memory's"),
@@ -99,6 +100,8 @@ class ExtractionPrompt:
     """The team directory, in combined mode."""
     user_dir: str | None = None
     """The user layer, when the prompt names one: memories about the person go there."""
+    user_manifest: tuple[ManifestEntry, ...] = ()
+    """The memory files the user layer holds, by file name in it."""
     index: bool
     """Whether ``MEMORY.md`` is kept (``False`` with ``skip_index``)."""
     memdir_indexes: bool = False
@@ -143,6 +146,7 @@ def parse_extraction_prompt(text: str) -> ExtractionPrompt | None:
     private = private or PROMPT_PATTERNS["memory_dir"].search(text)
     team = PROMPT_PATTERNS["team_dir"].search(text)
     user = PROMPT_PATTERNS["user_dir"].search(text)
+    held = PROMPT_PATTERNS["user_listing"].search(text)
     section = PROMPT_PATTERNS["manifest"].search(text)
     entries = {e.filename: e for e in _entries(section.group(1) if section else "")}
     changed = PROMPT_PATTERNS["changed"].search(text)
@@ -167,6 +171,7 @@ def parse_extraction_prompt(text: str) -> ExtractionPrompt | None:
         memory_dir=memory_dir,
         team_dir=team_dir,
         user_dir=user.group(1) if user else None,
+        user_manifest=tuple(_entries(held.group(1))) if held else (),
         index=PROMPT_PATTERNS["no_index"].search(text) is None,
         memdir_indexes=PROMPT_PATTERNS["memdir_indexes"].search(text) is not None,
         manifest=tuple(entries.values()),
