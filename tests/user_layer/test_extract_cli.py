@@ -4,6 +4,7 @@ the person; off, they stay in the project."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,16 @@ def test_a_second_session_updates_the_layer_instead_of_duplicating(
     assert _user_memories(layer) == first
     texts = " ".join((layer / name).read_text(encoding="utf-8") for name in first)
     assert "ML platform" in texts
+
+
+def test_install_json_and_prompt_show_the_layer(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["install", "claude-code", "--user-layer", "--json"])
+    assert result.exit_code in (0, 1), result.stderr  # 1: a check found a problem
+    shown = json.loads(result.stdout)["user_layer"]
+    assert shown["user_dir"] == str(user_memory_dir().root)
+    assert shown["written"] is True
+    memory = _extract(tmp_path)
+    result = CliRunner().invoke(cli, ["prompt", "--memory-dir", str(memory)])
+    assert result.exit_code == 0, result.stderr
+    assert f"Contents of {user_memory_dir().entrypoint}" in result.stdout
+    assert "follow the project memory" in result.stdout

@@ -94,10 +94,9 @@ def install_claude_code(
     same later; `memdir log` shows what the hook did.
     """
     path = settings_path("project" if scope == "project" else "user", project)
-    if user_layer:
-        _user_layer(uninstall=uninstall, dry_run=dry_run, quiet=as_json)
-        if uninstall:
-            return
+    layer = _user_layer(uninstall=uninstall, dry_run=dry_run, quiet=as_json) if user_layer else None
+    if layer is not None and uninstall:
+        return
     if uninstall:
         change = uninstall_hook(path, dry_run=dry_run)
         if as_json:
@@ -117,7 +116,8 @@ def install_claude_code(
         check_switches(project),
     ]
     if as_json:
-        print_json(_change_json(change, scope, "install", findings))
+        extra = {"user_layer": layer} if layer is not None else {}
+        print_json({**_change_json(change, scope, "install", findings), **extra})
         return
     click.echo(f"memdir: {describe_change(change)}")
     click.echo(f"  Stop hook: {command}")
@@ -131,19 +131,23 @@ def install_claude_code(
         click.echo("Installed: Claude Code saves memories after each answer.")
 
 
-def _user_layer(*, uninstall: bool, dry_run: bool, quiet: bool) -> None:
+def _user_layer(*, uninstall: bool, dry_run: bool, quiet: bool) -> dict[str, object]:
     """Add or remove the user layer's import in the user's CLAUDE.md, and say so."""
     from memdir._claude_user_layer import claude_md_path, install_user_layer
-    from memdir.store._user_layer import user_memory_dir
+    from memdir.store import user_memory_dir
 
     layer = user_memory_dir()
     change = install_user_layer(layer, claude_md_path(), uninstall=uninstall, dry_run=dry_run)
+    found: dict[str, object] = {
+        "claude_md": str(change.path),
+        "user_dir": str(layer.root),
+        "changed": change.changed,
+        "written": change.written,
+    }
     if quiet:
-        if uninstall:
-            print_json(
-                {"action": "uninstall", "claude_md": str(change.path), "changed": change.changed}
-            )
-        return
+        if uninstall:  # an install prints this inside its own JSON object
+            print_json({"action": "uninstall", "user_layer": found})
+        return found
     done = (
         "would change"
         if dry_run and change.changed
@@ -153,6 +157,7 @@ def _user_layer(*, uninstall: bool, dry_run: bool, quiet: bool) -> None:
     )
     what = "import removed" if uninstall else f"imports the user layer {layer.entrypoint}"
     click.echo(f"memdir: {change.path} {done}: {what}")
+    return found
 
 
 def _change_json(
