@@ -164,9 +164,3 @@ def move_memory(
             atomic_write(from_index, b"".join(line for line in old_lines if line not in ours))
         source.unlink(missing_ok=True)
     return target
-
-
-def index_of(memory: MemoryDir, path: Path) -> Path:
-    """The index that lists ``path`` in ``memory``: the team's for a team memory, the
-    directory's own for the rest (as :func:`~memdir.store.index_memory_file` keeps them)."""
-    return memory.team_entrypoint if memory.is_team_path(path) else memory.entrypoint
