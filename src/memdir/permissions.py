@@ -174,6 +174,8 @@ def _judge(
     """The gate's answer for a call of ``name`` that would have ``effects``: allowed only
     when each of them is."""
     where = str(md.root)
+    if user_dir is not None:  # the refusal names every place a memory may go
+        where += f" (or the user layer {user_dir.root})"
     for effect in effects:
         if isinstance(effect, Invalid):
             return _deny(effect.reason, effect.message)
@@ -290,7 +292,7 @@ def auto_mem_can_use_tool(
     """
     md = memory_dir if isinstance(memory_dir, MemoryDir) else MemoryDir(memory_dir)
     allowed_names = frozenset(always_allow_tools)
-    where = str(md.root)
+    where = str(md.root) + (f" or {user_dir.root}" if user_dir is not None else "")
 
     async def can_use_tool(tool: ToolRef, tool_input: object) -> PermissionDecision:
         # ``object``: the input comes from a model and is checked here, not trusted.

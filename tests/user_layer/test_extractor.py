@@ -110,11 +110,16 @@ def test_the_gate_allows_the_layer_only_when_on_and_never_a_secret(tmp_path: Pat
     async def decide(gate: Any, tool_input: dict[str, str]) -> bool:
         return bool((await gate("Write", tool_input)).allowed)
 
+    async def refusal(gate: Any, tool_input: dict[str, str]) -> str:
+        return str((await gate("Write", tool_input)).message)
+
     off = auto_mem_can_use_tool(memory, cwd=tmp_path)
     on = auto_mem_can_use_tool(memory, cwd=tmp_path, user_dir=layer, allow_private_secrets=True)
     assert not asyncio.run(decide(off, target))
     assert asyncio.run(decide(on, target))
     assert not asyncio.run(decide(on, secret))
+    elsewhere = {"file_path": str(tmp_path / "notes.md"), "content": ROLE}
+    assert str(layer.root) in asyncio.run(refusal(on, elsewhere))
 
 
 def test_hosts_load_the_layer_first_and_the_project_wins(tmp_path: Path) -> None:
