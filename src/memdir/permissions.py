@@ -169,10 +169,13 @@ def _judge(
     effects: Sequence[Effect],
     allow_private_secrets: bool,
     cwd: str | os.PathLike[str] | None = None,
+    user_dir: MemoryDir | None = None,
 ) -> PermissionDecision:
     """The gate's answer for a call of ``name`` that would have ``effects``: allowed only
     when each of them is."""
     where = str(md.root)
+    if user_dir is not None:  # the refusal names every place a memory may go
+        where += f" (or the user layer {user_dir.root})"
     for effect in effects:
         if isinstance(effect, Invalid):
             return _deny(effect.reason, effect.message)
@@ -195,7 +198,15 @@ def _judge(
                 "rg, find, stat, git log/show/diff/status, …) with no redirection, "
                 "substitution or wrappers. Use Write or Edit to change memory files.",
             )
-        refusal = _write_refusal(md, name, effect, where, allow_private_secrets)
+        if (
+            user_dir is not None
+            and effect.path is not None
+            and user_dir.is_memory_path(effect.path)
+        ):
+            # The user layer: read in every project, so never a credential.
+            refusal = _write_refusal(user_dir, name, effect, str(user_dir.root), False)
+        else:
+            refusal = _write_refusal(md, name, effect, where, allow_private_secrets)
         if refusal is not None:
             return refusal
     return _ALLOW
@@ -248,6 +259,7 @@ def auto_mem_can_use_tool(
     always_allow_tools: Iterable[str] = (),
     allow_private_secrets: bool = False,
     sink: Sink | None = None,
+    user_dir: MemoryDir | None = None,
 ) -> CanUseTool:
     """The gate for an agent that may only save memories in ``memory_dir``.
 
@@ -273,11 +285,14 @@ def auto_mem_can_use_tool(
     - a call its tool would refuse outright, or of a tool whose effects are not known,
       is denied; one that declares no effect at all does nothing, and is allowed.
 
+    With ``user_dir`` (the user layer) a write there is allowed as one in the memory
+    directory is, except that a credential is never allowed in it.
+
     Denials are sent to ``sink`` as ``permission.denied`` events (tool_name, reason).
     """
     md = memory_dir if isinstance(memory_dir, MemoryDir) else MemoryDir(memory_dir)
     allowed_names = frozenset(always_allow_tools)
-    where = str(md.root)
+    where = str(md.root) + (f" or {user_dir.root}" if user_dir is not None else "")
 
     async def can_use_tool(tool: ToolRef, tool_input: object) -> PermissionDecision:
         # ``object``: the input comes from a model and is checked here, not trusted.
@@ -292,7 +307,7 @@ def auto_mem_can_use_tool(
                 f"Glob, read-only Bash, and Write/Edit for files inside {where}.",
             )
         else:
-            decision = _judge(md, name, effects, allow_private_secrets, cwd)
+            decision = _judge(md, name, effects, allow_private_secrets, cwd, user_dir)
         if not decision.allowed:
             emit(sink, "permission.denied", tool_name=name, reason=decision.reason)
         return decision

@@ -513,7 +513,15 @@ def test_every_prompt_pattern_matches_some_real_prompt() -> None:
     ]
     # The prompt of memdir's own runs, whose tools write the index lines.
     prompts.append(
-        extract_prompt_parts(3, "", memory_dir="/m", memories=[], memdir_indexes=True).whole
+        extract_prompt_parts(
+            3,
+            "",
+            memory_dir="/m",
+            memories=[],
+            memdir_indexes=True,
+            user_dir="/u",
+            user_listing="- [user] role.md (2026-01-01): role",
+        ).whole
     )
     # What memdir's own request adds around the prompt: its first message, and the memory
     # files changed since the list in it.

@@ -12,6 +12,7 @@ from memdir._cli._forget import forget_command
 from memdir._cli._hook import hook_group
 from memdir._cli._install import doctor_command, install_group, log_command
 from memdir._cli._manage import dir_command, ls_command, show_command
+from memdir._cli._promote import demote_command, promote_command
 from memdir._cli._queue import queue_group, sync_command, worker_command
 from memdir._cli._recall import prompt_command, recall_command
 from memdir._cli._search import search_command
@@ -45,6 +46,8 @@ for command in (
     ls_command,
     show_command,
     forget_command,
+    promote_command,
+    demote_command,
     dir_command,
     dream_command,
     prompt_command,

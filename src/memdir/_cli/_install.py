@@ -69,10 +69,16 @@ def install_group() -> None:
 @project_option
 @click.option("--uninstall", is_flag=True, help="Remove memdir's hook (only memdir's).")
 @click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
+@click.option(
+    "--user-layer",
+    is_flag=True,
+    help="Also (or with --uninstall: only) the user layer: an import of its MEMORY.md in "
+    "your own CLAUDE.md, so every project's session loads the memories about you.",
+)
 @json_option
 @guarded  # a subcommand: the group's registration does not wrap it
 def install_claude_code(
-    scope: str, project: Path, uninstall: bool, dry_run: bool, as_json: bool
+    scope: str, project: Path, uninstall: bool, dry_run: bool, user_layer: bool, as_json: bool
 ) -> None:
     """Add memdir's Stop hook to Claude Code's settings, then check that it can work.
 
@@ -88,6 +94,9 @@ def install_claude_code(
     same later; `memdir log` shows what the hook did.
     """
     path = settings_path("project" if scope == "project" else "user", project)
+    layer = _user_layer(uninstall=uninstall, dry_run=dry_run, quiet=as_json) if user_layer else None
+    if layer is not None and uninstall:
+        return
     if uninstall:
         change = uninstall_hook(path, dry_run=dry_run)
         if as_json:
@@ -107,7 +116,8 @@ def install_claude_code(
         check_switches(project),
     ]
     if as_json:
-        print_json(_change_json(change, scope, "install", findings))
+        extra = {"user_layer": layer} if layer is not None else {}
+        print_json({**_change_json(change, scope, "install", findings), **extra})
         return
     click.echo(f"memdir: {describe_change(change)}")
     click.echo(f"  Stop hook: {command}")
@@ -119,6 +129,35 @@ def install_claude_code(
         click.echo(f"Installed, but {problems} problem(s) above would stop memory from working.")
     else:
         click.echo("Installed: Claude Code saves memories after each answer.")
+
+
+def _user_layer(*, uninstall: bool, dry_run: bool, quiet: bool) -> dict[str, object]:
+    """Add or remove the user layer's import in the user's CLAUDE.md, and say so."""
+    from memdir._claude_user_layer import claude_md_path, install_user_layer
+    from memdir.store import user_memory_dir
+
+    layer = user_memory_dir()
+    change = install_user_layer(layer, claude_md_path(), uninstall=uninstall, dry_run=dry_run)
+    found: dict[str, object] = {
+        "claude_md": str(change.path),
+        "user_dir": str(layer.root),
+        "changed": change.changed,
+        "written": change.written,
+    }
+    if quiet:
+        if uninstall:  # an install prints this inside its own JSON object
+            print_json({"action": "uninstall", "user_layer": found})
+        return found
+    done = (
+        "would change"
+        if dry_run and change.changed
+        else "changed"
+        if change.changed
+        else "unchanged"
+    )
+    what = "import removed" if uninstall else f"imports the user layer {layer.entrypoint}"
+    click.echo(f"memdir: {change.path} {done}: {what}")
+    return found
 
 
 def _change_json(

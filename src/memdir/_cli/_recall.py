@@ -38,10 +38,14 @@ from memdir.recall import (
 @json_option
 def prompt_command(memory_dir: Path | None, team: bool, skip_index: bool, as_json: bool) -> None:
     """Print what an agent is given: the memory section of its system prompt, then the
-    MEMORY.md reminder for the start of a conversation."""
+    MEMORY.md reminder for the start of a conversation (after the user layer's index,
+    when the layer is on)."""
+    from memdir._claude_user_layer import user_layer_on
+
     memory = existing_memory_dir(memory_dir, None)
-    system = memory_prompt(memory, team=team, skip_index=skip_index)
-    reminder = memory_reminder(memory, team=team)
+    user = user_layer_on()  # the user layer, when on: loaded first, the project wins
+    system = memory_prompt(memory, team=team, skip_index=skip_index, user_dir=user)
+    reminder = memory_reminder(memory, team=team, user_dir=user)
     if as_json:
         print_json({"system_prompt": system, "reminder": reminder})
     else:

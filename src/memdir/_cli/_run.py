@@ -281,6 +281,7 @@ async def extract_transcript(
         mode=mode,
         memory_format=memory_format(),
         backlog_tokens=backlog_tokens,
+        user_layer=_user_layer(),
     )
     extractor = MemoryExtractor(memory, model, config, sink=fan_out(collected, sink))
     extractor.restore(saved.cursor, saved.turns_since_run, covered_at=_epoch(saved.updated))
@@ -353,3 +354,10 @@ async def extract_transcript(
                 }
             )
     return report
+
+
+def _user_layer() -> MemoryDir | bool:
+    """The user layer, when it is on (see :func:`memdir._claude_user_layer.user_layer_on`)."""
+    from memdir._claude_user_layer import user_layer_on
+
+    return user_layer_on() or False

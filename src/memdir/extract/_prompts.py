@@ -318,6 +318,8 @@ def extract_prompt_parts(
     new_text: str = "",
     list_budget: int | None = None,
     memdir_indexes: bool = False,
+    user_dir: str | None = None,
+    user_listing: str = "",
 ) -> PromptParts:
     """The extraction prompt for one private directory, or (``team``) a private and a team
     directory, in parts; the other arguments are those of
@@ -335,6 +337,11 @@ def extract_prompt_parts(
     files most relevant to ``new_text``, the new messages: what a run is shown stays the
     same size however many memories the store holds, and the state before the
     conversation does not change with the new messages.
+
+    ``user_dir``: the user layer, where memories clearly about the person go (the request
+    says which and that nothing else does); ``user_listing`` its memory files as
+    :func:`~memdir.store.format_manifest` lists them, so a memory there is updated rather
+    than written again.
     """
     if memory_format not in MEMORY_FORMATS:
         raise UsageError(
@@ -349,6 +356,8 @@ def extract_prompt_parts(
         request = opener
         if memory_dir is not None:
             request += f"\n\nThe memory directory is `{memory_dir}`."
+    if user_dir is not None:
+        request += "\n\n" + _user_layer_location(user_dir, user_listing)
     if today is not None:
         # Claude Code's own words for the date in its context; the memory agent needs it
         # to turn "next Thursday" into a calendar date.
@@ -578,6 +587,23 @@ def _opener(new_message_count: int) -> str:
         raise UsageError(f"new_message_count must not be negative, got {new_message_count}")
     noun = "message" if new_message_count == 1 else "messages"
     return _OPENER.format(count=f"{new_message_count} {noun}")
+
+
+def _user_layer_location(user_dir: str, listing: str) -> str:
+    # The scope rule in words the agent can apply to one memory at a time.
+    held = (
+        f"\n\nWhat the user layer holds now:\n{listing}"
+        if listing
+        else "\n\nThe user layer holds no memory yet."
+    )
+    return (
+        f"User layer: `{user_dir}`, with its own `MEMORY.md`; every project this person "
+        "works in loads it. A memory clearly about the person and true wherever they "
+        "work goes there: their role, expertise and preferences (`user` memories), and "
+        "`feedback` on how they want work done in general. Anything about this project "
+        "(its code, its people, its deadlines, its conventions) stays in the project's "
+        "memory directory. Never put a secret in the user layer."
+    ) + held
 
 
 def _combined_location(memory_dir: str | None, team_dir: str | None) -> str:

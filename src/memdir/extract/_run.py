@@ -52,7 +52,13 @@ from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
 from memdir.messages import Message, TextBlock, model_visible
 from memdir.models import Model
 from memdir.permissions import auto_mem_can_use_tool, memory_write_guard
-from memdir.store import ENTRYPOINT_NAME, MemoryDir, MemoryHeader, format_manifest
+from memdir.store import (
+    ENTRYPOINT_NAME,
+    MemoryDir,
+    MemoryHeader,
+    format_manifest,
+    resolve_user_layer,
+)
 from memdir.telemetry import Sink
 from memdir.tools import (
     MemoryFiles,
@@ -170,6 +176,8 @@ class Runner:
         self._floor = 0
         """The earliest start of the standalone window (see :meth:`_window_floor`)."""
         self._last_run_at: float | None = None
+        self._user_dir = resolve_user_layer(config.user_layer)
+        """The user layer the memory agent may save to, or None."""
 
     def _family(self, model: Model) -> Any:
         prices: Mapping[str, Prices] = self._config.prices
@@ -202,7 +210,7 @@ class Runner:
         md = self._md
         await self.conversation.update(messages)
         cwd = turn.cwd or os.getcwd()
-        headers, project = await asyncio.to_thread(self._read_state, cwd)
+        headers, project, user_listing = await asyncio.to_thread(self._read_state, cwd)
         end = len(messages)
         # Rendering a window (a first one can hold 100k tokens of conversation) is work
         # for worker threads, in slices: on the host's loop, or in one call holding the
@@ -215,6 +223,7 @@ class Runner:
             floor=self._window_floor(cursor),
         )
         team = self._config.team
+        user = self._user_dir
 
         def parts_for(
             count: int, newest_first: bool, end: int, host_memory: bool = False
@@ -228,6 +237,8 @@ class Runner:
                 memory_dir=str(md.root),
                 team=team,
                 team_dir=str(md.team_dir) if team else None,
+                user_dir=str(user.root) if user is not None else None,
+                user_listing=user_listing,
                 today=_turn_date(messages, cursor, end, reported_at),
                 memory_format=self._config.memory_format,
                 host_memory=host_memory,
@@ -287,10 +298,11 @@ class Runner:
 
         context = ToolContext(
             write_guard=memory_write_guard(
-                md, allow_private_secrets=self._config.allow_private_secrets
+                md, allow_private_secrets=self._config.allow_private_secrets, user_dir=user
             ),
             memory_files=MemoryFiles(
                 memory_dir=md,
+                user_dir=user,
                 format=self._config.memory_format,
                 session_id=turn.session_id,
                 index=not self._config.skip_index,
@@ -302,11 +314,14 @@ class Runner:
             always_allow_tools=self._config.always_allow_tools,
             allow_private_secrets=self._config.allow_private_secrets,
             sink=self._sink,
+            user_dir=user,
         )
         # The memory tool runs too, for hosts built on Anthropic's client-side memory tool:
         # their fork sees that tool's definition and may save through it.
         tools = [*builtin_tools(cwd), MemoryTool(md), *self._extra_tools]
         await asyncio.to_thread(md.ensure)
+        if user is not None:
+            await asyncio.to_thread(user.ensure)
         if plan.mode == "fork":
             assert turn.params is not None
             assert fork_parts is not None
@@ -425,12 +440,15 @@ class Runner:
             if seconds >= 0:
                 self.stats.record_gap(seconds, lifetime)
 
-    def _read_state(self, cwd: str) -> tuple[list[Any], str]:
+    def _read_state(self, cwd: str) -> tuple[list[Any], str, str]:
         md = self._md
         headers = md.scan()
         # Read for memdir's own request only; a fork's host has loaded them already.
         files = load_instruction_files(cwd) if self._config.load_instructions else ()
-        return headers, format_instruction_files(files)
+        user = self._user_dir
+        # The newest of the user layer's memories, as many as the project's list shows.
+        held = user.scan(limit=self._config.memory_list_entries) if user is not None else []
+        return headers, format_instruction_files(files), format_manifest(held, day_only=True)
 
     # --- the two shapes ---------------------------------------------------------------------
 
@@ -631,7 +649,15 @@ class Runner:
             if path.name == ENTRYPOINT_NAME or path.suffix != ".md":
                 continue
             in_team = self._config.team and md.is_team_path(path)
-            index = md.team_entrypoint if in_team else md.entrypoint
+            user = self._user_dir
+            in_user = user is not None and user.is_memory_path(path)
+            index = (
+                user.entrypoint
+                if user is not None and in_user
+                else md.team_entrypoint
+                if in_team
+                else md.entrypoint
+            )
             try:
                 if not path.read_text(encoding="utf-8", errors="replace").strip():
                     continue  # emptied: a forgotten memory needs no pointer

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -27,6 +28,10 @@ class ExtractConfig:
     """Model requests one run may make (good runs need two: read, then write)."""
     team: bool = False
     """Also save shared team memory in ``team/`` (private and team scopes)."""
+    user_layer: bool | str | PathLike[str] = False
+    """Also save memories about the person (their role, their preferences, how they want
+    work done) in the user layer that every project loads: ``True`` for the default one
+    (:func:`memdir.store.user_memory_dir`), or its folder. Never with a credential."""
     skip_index: bool = False
     """Write memory files only, without maintaining ``MEMORY.md``."""
     enabled: bool = True

@@ -174,6 +174,7 @@ def _plan(
 ) -> list[_Target]:
     """The files to change: each forget's files, then each candidate's file, in order."""
     team = prompt.team_dir
+    user = prompt.user_dir
     candidates, forgets = _cues(prompt, before, today)
     targets: dict[str, _Target] = {}
 
@@ -181,6 +182,8 @@ def _plan(
         if path not in targets:
             under_team = team is not None and _is_under(path, team)
             root = team if under_team and team is not None else private
+            if user is not None and _is_under(path, user):
+                root = user
             targets[path] = _Target(path=path, root=root, existing=existing)
         return targets[path]
 
@@ -190,6 +193,12 @@ def _plan(
                 target(os.path.join(private, entry.filename), True).forgets.append(forget)
     for candidate in candidates:
         home = team if team is not None and candidate.type in _TEAM_TYPES else private
+        if user is not None and candidate.type == "user":
+            # Who the person is holds in every project: the user layer, when it is on.
+            held = [e for e in prompt.user_manifest if e.filename == f"{candidate.slug}.md"]
+            path = os.path.join(user, f"{candidate.slug}.md")
+            target(path, bool(held)).candidates.append(candidate)
+            continue
         match = _match(candidate, prompt.manifest, private, home)
         if match is not None:
             target(os.path.join(private, match.filename), True).candidates.append(candidate)

@@ -39,6 +39,8 @@ PROMPT_PATTERNS: Final[Mapping[str, re.Pattern[str]]] = types.MappingProxyType(
         "team_dir": re.compile(
             r"^- Team, shared with everyone who works on this project: `([^`\n]+)`\.$", re.M
         ),
+        "user_dir": re.compile(r"^User layer: `([^`\n]+)`", re.M),
+        "user_listing": re.compile(r"^What the user layer holds now:\n((?:- [^\n]*\n?)*)", re.M),
         "no_index": re.compile(r"do not create, read or change `MEMORY\.md`"),
         # memdir's tools write the index lines; the agent leaves MEMORY.md alone.
         "memdir_indexes": re.compile(r"memdir writes each memory's"),
@@ -96,6 +98,10 @@ class ExtractionPrompt:
     """The (private) memory directory, when the prompt names it."""
     team_dir: str | None
     """The team directory, in combined mode."""
+    user_dir: str | None = None
+    """The user layer, when the prompt names one: memories about the person go there."""
+    user_manifest: tuple[ManifestEntry, ...] = ()
+    """The memory files the user layer holds, by file name in it."""
     index: bool
     """Whether ``MEMORY.md`` is kept (``False`` with ``skip_index``)."""
     memdir_indexes: bool = False
@@ -139,6 +145,8 @@ def parse_extraction_prompt(text: str) -> ExtractionPrompt | None:
     private = PROMPT_PATTERNS["private_dir"].search(text)
     private = private or PROMPT_PATTERNS["memory_dir"].search(text)
     team = PROMPT_PATTERNS["team_dir"].search(text)
+    user = PROMPT_PATTERNS["user_dir"].search(text)
+    held = PROMPT_PATTERNS["user_listing"].search(text)
     section = PROMPT_PATTERNS["manifest"].search(text)
     entries = {e.filename: e for e in _entries(section.group(1) if section else "")}
     changed = PROMPT_PATTERNS["changed"].search(text)
@@ -162,6 +170,8 @@ def parse_extraction_prompt(text: str) -> ExtractionPrompt | None:
         count=int(count.group(1)) if count else 0,
         memory_dir=memory_dir,
         team_dir=team_dir,
+        user_dir=user.group(1) if user else None,
+        user_manifest=tuple(_entries(held.group(1))) if held else (),
         index=PROMPT_PATTERNS["no_index"].search(text) is None,
         memdir_indexes=PROMPT_PATTERNS["memdir_indexes"].search(text) is not None,
         manifest=tuple(entries.values()),

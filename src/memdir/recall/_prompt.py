@@ -53,6 +53,7 @@ def memory_prompt(
     skip_index: bool = False,
     *,
     format: MemoryFormat = "current",
+    user_dir: MemoryDirLike | None = None,
 ) -> str:
     """The memory section for the main agent's system prompt.
 
@@ -61,7 +62,10 @@ def memory_prompt(
     one (with ``skip_index``: a file only, no ``MEMORY.md`` pointer; the frontmatter in
     the layout ``format`` names, with ``[[name]]`` links between memories in the current
     one), what never to save, when to look, and why a memory must be checked before it
-    is acted on.
+    is acted on. With ``user_dir`` (the user layer, see
+    :func:`memdir.store.user_memory_dir`) it also names the folder of memories about the
+    person that every project loads, says which memories go there, and that the project's
+    memory wins where the two disagree.
 
     The text holds no date, count or anything else read from the disk: the same arguments
     always give the same string, so the section can sit in a cached prompt prefix. It
@@ -70,8 +74,11 @@ def memory_prompt(
     if format not in MEMORY_FORMATS:
         raise UsageError(f"unknown memory format {format!r}; expected one of {MEMORY_FORMATS}")
     md = as_memory_dir(memory_dir)
+    where = _where(md, team)
+    if user_dir is not None:
+        where += "\n\n" + _user_layer_text(as_memory_dir(user_dir))
     sections = [
-        _where(md, team),
+        where,
         _types(team),
         _how_to_save(team, skip_index, format),
         _what_not_to_save(team),
@@ -109,6 +116,19 @@ def _where(md: MemoryDir, team: bool) -> str:
         "shared with everyone who collaborates on this project: their agents read it and "
         "add to it, so anything saved there reaches other people.\n\n"
         f"{create}"
+    )
+
+
+def _user_layer_text(user: MemoryDir) -> str:
+    return (
+        "## Memory about the user, across projects\n\n"
+        f"User memory: `{_dir_text(user.root)}`, with its own `{ENTRYPOINT_NAME}`. It is "
+        "loaded in every project this user works in. Save there what is about the person "
+        "and true wherever they work: their role and expertise (`user` memories) and how "
+        "they want work done in general (`feedback` that is not about this project). "
+        "Everything about this project stays in the project's memory. Where a project "
+        "memory and a user memory disagree, follow the project memory: it is the more "
+        "specific."
     )
 
 
@@ -249,7 +269,9 @@ Memory is for what a future conversation needs. Progress on the task at hand bel
 your plan or task list, not in memory."""
 
 
-def memory_reminder(memory_dir: MemoryDirLike, team: bool = False) -> str:
+def memory_reminder(
+    memory_dir: MemoryDirLike, team: bool = False, *, user_dir: MemoryDirLike | None = None
+) -> str:
     """The ``MEMORY.md`` index, ready for a reminder at the start of a conversation.
 
     The index is read, stripped of frontmatter and HTML comments, and capped by
@@ -262,15 +284,33 @@ def memory_reminder(memory_dir: MemoryDirLike, team: bool = False) -> str:
     The host sends this text as a user message (see :func:`memory_reminder_message`), not
     in the system prompt: it changes whenever a memory is saved, and the system prompt
     should not.
+
+    With ``user_dir`` (the user layer) its index comes first, said to give way to the
+    project's memory where they disagree: the project's index, read after it, is the one
+    that stands, as in Claude Code, where the user's ``CLAUDE.md`` (which imports the
+    layer) precedes the project's memory.
     """
     md = as_memory_dir(memory_dir)
+    project = _project_reminder(md, team)
+    if user_dir is None:
+        return _wrap(project)
+    user = as_memory_dir(user_dir)
+    layer = _load_index(user.entrypoint)
+    if not layer:
+        return _wrap(project)
+    return _wrap(
+        f"Contents of {user.entrypoint} (the user layer: memories about the user, loaded in "
+        "every project; where the project's memory below says otherwise, the project's "
+        f"memory wins):\n\n{layer}\n\n{project}"
+    )
+
+
+def _project_reminder(md: MemoryDir, team: bool) -> str:
     private = _load_index(md.entrypoint)
     shared = _load_index(md.team_entrypoint) if team else ""
     if not private and not shared:
         where = f"{_dir_text(md.root)}" + (" (private and team)" if team else "")
-        return _wrap(
-            f"The user's memory at {where} is currently empty: nothing has been saved yet."
-        )
+        return f"The user's memory at {where} is currently empty: nothing has been saved yet."
 
     parts = []
     if private:
@@ -288,15 +328,17 @@ def memory_reminder(memory_dir: MemoryDirLike, team: bool = False) -> str:
         )
     elif team:
         parts.append(f"The team memory index {md.team_entrypoint} is currently empty.")
-    return _wrap("\n\n".join(parts))
+    return "\n\n".join(parts)
 
 
-def memory_reminder_message(memory_dir: MemoryDirLike, team: bool = False) -> Message:
+def memory_reminder_message(
+    memory_dir: MemoryDirLike, team: bool = False, *, user_dir: MemoryDirLike | None = None
+) -> Message:
     """:func:`memory_reminder` as a user message marked ``is_meta`` (written by the harness).
 
     Put it before the first real user message of a conversation.
     """
-    return Message.user(memory_reminder(memory_dir, team=team), is_meta=True)
+    return Message.user(memory_reminder(memory_dir, team=team, user_dir=user_dir), is_meta=True)
 
 
 def _load_index(path: Path) -> str:

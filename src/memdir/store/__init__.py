@@ -3,7 +3,9 @@
 - :class:`MemoryDir` — one directory, its ``MEMORY.md`` index and ``team/`` folder, with
   symlink-safe containment checks.
 - :func:`default_memory_dir` — the folder Claude Code uses for a project, so both tools
-  share one memory.
+  share one memory; :func:`user_memory_dir` — the user layer, memories about the person
+  that every project loads, and :func:`move_memory` to promote a memory there (or to the
+  team) and back.
 - memory files: :func:`parse_memory_file` / :func:`format_memory_file` (YAML frontmatter,
   in Claude Code's current layout or the 2.1.88 one), :func:`stamp_memory_file` (what
   Claude Code does to a memory file it writes), :func:`memory_slug`, and the ``[[name]]``
@@ -81,6 +83,13 @@ from memdir.store._trash import (
     restore_memory,
     trash_entries,
 )
+from memdir.store._user_layer import (
+    MEMDIR_USER_DIR_ENV,
+    USER_LAYER_DIR_NAME,
+    move_memory,
+    resolve_user_layer,
+    user_memory_dir,
+)
 
 __all__ = [
     "ENTRYPOINT_NAME",
@@ -88,6 +97,7 @@ __all__ = [
     "MAX_ENTRYPOINT_CHARS",
     "MAX_ENTRYPOINT_LINES",
     "MEMDIR_DIR_ENV",
+    "MEMDIR_USER_DIR_ENV",
     "MEMORY_FORMATS",
     "MEMORY_TYPES",
     "SECRET_RULES",
@@ -95,6 +105,7 @@ __all__ = [
     "TEAM_DIR_NAME",
     "TRASH_DIR_NAME",
     "TRASH_KEEP_SECONDS",
+    "USER_LAYER_DIR_NAME",
     "EntrypointContent",
     "MemoryDir",
     "MemoryFile",
@@ -123,10 +134,12 @@ __all__ = [
     "last_trashed",
     "lock_path",
     "memory_slug",
+    "move_memory",
     "parse_memory_file",
     "redact",
     "repair_memory_dir",
     "replace_links",
+    "resolve_user_layer",
     "restore_memory",
     "sanitize_path",
     "scan_memory_files",
@@ -136,5 +149,6 @@ __all__ = [
     "trash_entries",
     "truncate_entrypoint",
     "update_file",
+    "user_memory_dir",
     "without_duplicate_lines",
 ]

@@ -73,18 +73,30 @@ class MemoryFiles:
     store the file (:func:`~memdir.store.index_memory_file`): added for a new memory,
     brought up to date when its name or description changes, removed when it is
     emptied. The memory agent then never spends output on the index."""
+    user_dir: MemoryDir | None = None
+    """The user layer, when the memory agent may save there too: its files are stamped and
+    indexed (in its own ``MEMORY.md``) as those of ``memory_dir`` are."""
+
+    def home_of(self, path: Path) -> MemoryDir | None:
+        """The memory directory ``path`` is in: ``memory_dir``, the user layer, or none."""
+        if self.memory_dir.is_memory_path(path):
+            return self.memory_dir
+        if self.user_dir is not None and self.user_dir.is_memory_path(path):
+            return self.user_dir
+        return None
 
     def prepare(self, path: Path, text: str) -> str:
         """The text to store at ``path`` (a real, resolved path) for a write of ``text``."""
         if self.format != "current" or not path.name.endswith(".md"):
             return text
-        if not self.memory_dir.is_memory_path(path):
+        home = self.home_of(path)
+        if home is None:
             return text
         return stamp_memory_file(
             text,
             session_id=self.session_id,
             now=self.clock(),
-            team=self.memory_dir.is_team_path(path),
+            team=home.is_team_path(path),
         )
 
 

@@ -316,10 +316,9 @@ def _index_lock(tool: str, path: str, real: str, context: ToolContext) -> Iterat
     state already, so a plain Write leaves no ``.memdir/`` folder behind.
     """
     target = Path(real)
-    memory = context.memory_files.memory_dir if context.memory_files is not None else None
+    memory = context.memory_files.home_of(target) if context.memory_files is not None else None
     wanted = target.name == ENTRYPOINT_NAME and (
-        (memory is not None and memory.is_memory_path(target))
-        or (target.parent / STATE_DIR_NAME).is_dir()
+        memory is not None or (target.parent / STATE_DIR_NAME).is_dir()
     )
     with contextlib.ExitStack() as stack:
         if wanted:
@@ -351,9 +350,10 @@ def _store(
     if files is not None:
         # Before the guard: what is judged is what will be on disk.
         text = files.prepare(Path(real), text)
-        if files.index:
+        home = files.home_of(Path(real))
+        if files.index and home is not None:
             # An agent that adds a line memdir wrote already keeps its own words alone.
-            text = without_duplicate_lines(files.memory_dir, Path(real), text)
+            text = without_duplicate_lines(home, Path(real), text)
     if context.write_guard is not None:
         # The final text and the real target, checked while no other write can run: what
         # two calls of one message produce together is judged, not each call alone.
@@ -367,7 +367,9 @@ def _store(
     except (StoreError, OSError) as exc:
         raise ToolError(f"{tool}: {exc}") from None
     if files is not None and files.index:
-        _index(Path(real), previous, files.memory_dir, read_files)
+        home = files.home_of(Path(real))
+        if home is not None:
+            _index(Path(real), previous, home, read_files)
 
 
 def _index(

@@ -170,18 +170,29 @@ def _link_message(shown: str, link: str, md: MemoryDir) -> str:
 
 
 def memory_write_guard(
-    memory_dir: MemoryDir | str | os.PathLike[str], *, allow_private_secrets: bool = False
+    memory_dir: MemoryDir | str | os.PathLike[str],
+    *,
+    allow_private_secrets: bool = False,
+    user_dir: MemoryDir | None = None,
 ) -> WriteGuard:
     """The last check before Write or Edit touch the disk, for tools' :class:`ToolContext`.
 
     The gate judges each call from its input; this judges the write itself — the real
     target and the file's complete new text, while no other write runs — so neither a
     path that only the filesystem resolves out of the directory nor a credential that two
-    edits of one message assemble between them can get through.
+    edits of one message assemble between them can get through. ``user_dir``, the user
+    layer, may be written too, and never with a credential: every project reads it.
     """
     md = memory_dir if isinstance(memory_dir, MemoryDir) else MemoryDir(memory_dir)
 
     def guard(target: Path, text: str) -> str | None:
+        if user_dir is not None and user_dir.is_memory_path(target):
+            reached = reach_refusal(user_dir, target)
+            if reached is not None:
+                return f"refused: {reached[1]}"
+            return folded_index_refusal(target, text) or secret_refusal(
+                user_dir, target, text, allow_private=False
+            )
         if not md.is_memory_path(target):
             return f"refused: {target} is outside the memory directory {md.root}"
         reached = reach_refusal(md, target)

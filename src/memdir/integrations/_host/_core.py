@@ -35,7 +35,7 @@ from memdir.recall import (
     memory_reminder,
     memory_stamp,
 )
-from memdir.store import MemoryDir, contains_secret, default_memory_dir
+from memdir.store import MemoryDir, contains_secret, default_memory_dir, resolve_user_layer
 from memdir.telemetry import Sink, emit
 from memdir.tools import MemoryFiles, ToolContext, ToolError
 from memdir.tools import Tool as MemdirTool
@@ -291,14 +291,17 @@ class HostCore:
             try:
                 # Stamped before the index is read: a save during the read is reported.
                 stamp = memory_stamp(self.memory_dir)
+                # The user layer, when on, is loaded before the project's index, which wins.
+                user = resolve_user_layer(config.user_layer)
                 loaded = LoadedMemory(
                     instructions=memory_prompt(
                         self.memory_dir,
                         team=config.team,
                         skip_index=config.skip_index,
                         format=config.memory_format,
+                        user_dir=user,
                     ),
-                    index=memory_reminder(self.memory_dir, team=config.team),
+                    index=memory_reminder(self.memory_dir, team=config.team, user_dir=user),
                     stamp=stamp,
                 )
             except Exception as exc:
