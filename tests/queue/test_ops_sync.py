@@ -255,3 +255,29 @@ def test_a_run_checked_out_before_the_sync_is_refused_and_runs_again(pg_dsn: str
     files = _db_files(pg_dsn, "d")
     assert "s1-1.md" in files
     assert "tabs.md" not in files  # the new run started from the synced files
+
+
+def test_a_folder_made_by_export_then_synced_keeps_a_forget_and_a_worker_delete(
+    pg_dsn: str, tmp_path: Path
+):
+    """A folder the one-way mirror made shares its history with the database: a later
+    two-way sync neither brings back what the folder forgot nor what a worker deleted."""
+    from memdir.queue import export_dir
+
+    _put(
+        pg_dsn,
+        "d",
+        {"MEMORY.md": _INDEX, "deploy.md": b"Deploys run on Fridays.\n", "tabs.md": b"Tabs.\n"},
+    )
+    folder = tmp_path / "m"
+    export_dir(pg_dsn, "d", folder)
+    (folder / "deploy.md").unlink()  # forgotten in the folder
+    with psycopg.connect(pg_dsn) as conn:  # and a worker deletes the other memory
+        conn.execute("UPDATE memdir_dirs SET generation = generation + 1 WHERE dir_id = 'd'")
+        conn.execute("DELETE FROM memdir_files WHERE dir_id = 'd' AND path = 'tabs.md'")
+    result = sync_dir(pg_dsn, "d", folder)
+    assert result.conflicts == []
+    assert "deploy.md" not in _db_files(pg_dsn, "d")
+    assert "tabs.md" not in _db_files(pg_dsn, "d")
+    assert not (folder / "tabs.md").exists()
+    assert _folder(folder) == _db_files(pg_dsn, "d")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,12 +28,15 @@ from memdir.store import ENTRYPOINT_NAME, atomic_write, file_lock
 from memdir.store._atomic import STATE_DIR_NAME
 
 __all__ = [
+    "SYNC_BASE_NAME",
     "Checkout",
     "export_dir",
     "local_files",
     "local_files_with_times",
     "sha256",
+    "sync_base_path",
     "write_checkout",
+    "write_sync_base",
 ]
 
 
@@ -126,7 +130,32 @@ def export_dir(dsn: str, dir_id: str, target: Path) -> int:
     for path in present.keys() - wanted.keys():
         with _index_lock(target / path):
             (target / path).unlink()
+    # The folder now holds the database's files: a later two-way sync starts from here
+    # (without it, a forget in the folder could not be told from a file it never had).
+    write_sync_base(target, dir_id, generation, {p: c for p, (c, _) in wanted.items()})
     return generation
+
+
+SYNC_BASE_NAME = "sync-base.json"
+"""What a synced folder held at its last sync, in its ``.memdir/``."""
+
+
+def sync_base_path(target: Path) -> Path:
+    return target / STATE_DIR_NAME / SYNC_BASE_NAME
+
+
+def write_sync_base(target: Path, dir_id: str, generation: int, files: Mapping[str, bytes]) -> None:
+    """Record what ``target`` holds after a sync or an export: the generation, each
+    file's hash and the index's text, the common history the next sync compares with."""
+    path = sync_base_path(target)
+    make_private_dirs(path.parent)
+    data = {
+        "dir_id": dir_id,
+        "generation": generation,
+        "files": {p: sha256(c) for p, c in sorted(files.items())},
+        "index": files.get(ENTRYPOINT_NAME, b"").decode("utf-8", "replace"),
+    }
+    atomic_write(path, json.dumps(data, indent=1) + "\n")
 
 
 def _index_lock(path: Path) -> contextlib.AbstractContextManager[object]:

@@ -37,14 +37,18 @@ import psycopg
 
 from memdir._private import make_private_dirs
 from memdir.queue._app import CONNECT_TIMEOUT
-from memdir.queue._store import _index_lock, _inside, local_files, sha256
+from memdir.queue._store import (
+    SYNC_BASE_NAME,
+    _index_lock,
+    _inside,
+    local_files,
+    sha256,
+    sync_base_path,
+    write_sync_base,
+)
 from memdir.store import ENTRYPOINT_NAME, atomic_write
-from memdir.store._atomic import STATE_DIR_NAME
 
 __all__ = ["SYNC_BASE_NAME", "SyncResult", "sync_dir"]
-
-SYNC_BASE_NAME = "sync-base.json"
-"""The base of the last sync, in the folder's ``.memdir/``."""
 
 _ATTEMPTS = 20
 """How often a sync re-reads after losing the generation race before giving up."""
@@ -85,13 +89,9 @@ class _Base:
     """``MEMORY.md`` as it was then (for the line merge)."""
 
 
-def _base_path(target: Path) -> Path:
-    return target / STATE_DIR_NAME / SYNC_BASE_NAME
-
-
 def _read_base(target: Path, dir_id: str) -> _Base | None:
     try:
-        data = json.loads(_base_path(target).read_text(encoding="utf-8"))
+        data = json.loads(sync_base_path(target).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("dir_id") != dir_id:
@@ -103,18 +103,6 @@ def _read_base(target: Path, dir_id: str) -> _Base | None:
         files={str(k): str(v) for k, v in files.items()},
         index=str(data.get("index", "")).encode("utf-8"),
     )
-
-
-def _write_base(target: Path, dir_id: str, generation: int, files: Mapping[str, bytes]) -> None:
-    path = _base_path(target)
-    make_private_dirs(path.parent)
-    data = {
-        "dir_id": dir_id,
-        "generation": generation,
-        "files": {p: sha256(c) for p, c in sorted(files.items())},
-        "index": files.get(ENTRYPOINT_NAME, b"").decode("utf-8", "replace"),
-    }
-    atomic_write(path, json.dumps(data, indent=1) + "\n")
 
 
 def merge_index(base: bytes, ours: bytes, theirs: bytes) -> bytes:
@@ -198,7 +186,7 @@ def sync_dir(dsn: str, dir_id: str, target: Path) -> SyncResult:
                 f"memdir sync: {dir_id} kept moving under {_ATTEMPTS} attempts; try again"
             )
     pulled = _write_folder(target, scanned, db)
-    _write_base(target, dir_id, generation, {p: c for p, (c, _) in db.items()})
+    write_sync_base(target, dir_id, generation, {p: c for p, (c, _) in db.items()})
     return SyncResult(
         dir_id=dir_id,
         generation=generation,
