@@ -339,12 +339,15 @@ def why(
 def _turn_for(
     builder: _Builder, turn: str | None, at: str | None, extra: Mapping[str, Any]
 ) -> SessionTurn:
-    """The turn a host's record belongs to: the one it names, else a new one it opens."""
+    """The turn a host's record belongs to: the one it names, or a new one for a recall
+    that answered a query of its own; else the latest."""
+    query = extra.get("query")
+    if turn is None and isinstance(query, str):
+        return builder.open(None, query, at)
     if turn is not None:
         for existing in builder.turns:
             if existing.turn == turn:
                 return existing
-        query = extra.get("query")
         opened = builder.open(turn, str(query) if isinstance(query, str) else "", at)
         builder.turn_of[turn] = opened
         return opened
