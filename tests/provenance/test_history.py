@@ -33,10 +33,13 @@ def test_each_run_that_touched_a_memory_is_in_its_history(tmp_path: Path) -> Non
     # Each run names the messages it covered: the first two, then the two after them.
     assert created.messages == (said[0].uuid, said[1].uuid)
     assert changed.messages == (said[2].uuid, said[3].uuid)
-    assert created.run and changed.run and created.run != changed.run
+    assert created.run
+    assert changed.run
+    assert created.run != changed.run
     assert created.by == changed.by == "memdir"
     assert story.origin == created
-    assert story.exists and not story.changed_elsewhere
+    assert story.exists
+    assert not story.changed_elsewhere
 
 
 def test_a_rewrite_of_the_file_keeps_the_history_and_shows_as_a_change_elsewhere(

@@ -122,7 +122,7 @@ def test_why_lists_what_a_real_session_loaded_and_surfaced_with_provenance(
     assert listed[0]["file"] == "polars.md"
     assert listed[0]["history"][0]["session"] == EARLIER
     text = CliRunner().invoke(cli, ["why", run.session_id, "--memory-dir", str(memory.root)])
-    assert f"  surfaced  polars.md — created " in text.output
+    assert "  surfaced  polars.md — created " in text.output
     assert f"from session {EARLIER}, messages {said[0].uuid}, {said[1].uuid}" in text.output
 
 

@@ -26,10 +26,7 @@ def _messages(ids: Sequence[str]) -> str:
 
 def change_line(change: Change) -> str:
     """One change, as a line of text."""
-    parts = [f"{change.at}  {change.what}"]
-    if change.into is not None:
-        parts.append(f" into {change.into}")
-    parts.append(f" by {change.by}")
+    parts = [f"{change.at}  {change.what} by {change.by}"]
     if change.run is not None:
         parts.append(f", run {change.run}")
     if change.session is not None:

@@ -37,7 +37,7 @@ class MemoryHistory:
     file: str
     """Its path relative to the memory directory."""
     changes: tuple[Change, ...]
-    """Every recorded change, oldest first (merges into it included)."""
+    """Every recorded change, oldest first."""
     exists: bool
     """Whether the file is there now."""
     changed_elsewhere: bool
@@ -47,7 +47,7 @@ class MemoryHistory:
     @property
     def origin(self) -> Change | None:
         """The change that first recorded it (its creation, where that was recorded)."""
-        return next((c for c in self.changes if c.file == self.file), None)
+        return self.changes[0] if self.changes else None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready form."""
@@ -72,8 +72,7 @@ def history(memory: MemoryDir | str | os.PathLike[str], name: str) -> MemoryHist
     exists = path.is_file()
     if not changes and not exists:
         raise UsageError(f"no memory named {name!r} in {md.root} and no record of one")
-    own = [c for c in changes if c.file == file]
-    last = own[-1] if own else None
+    last = changes[-1] if changes else None
     elsewhere = (
         exists and last is not None and last.sha256 is not None and file_digest(path) != last.sha256
     )

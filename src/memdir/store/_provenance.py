@@ -1,22 +1,24 @@
 """Where each memory came from and what each session was shown, kept in memdir's state.
 
-Claude Code rewrites a memory file it writes in its own layout (it slugs the name, moves
-``type`` under ``metadata`` and keeps only the keys it knows), so anything memdir put in the
-frontmatter beyond ``originSessionId`` would not last. Provenance lives beside the memories
-instead, in the memory directory's ``.memdir/`` folder, which no scan lists and the memory
-agent may not write:
+Not in the memory file: Claude Code 2.1.332 keeps frontmatter keys it does not know when
+its agent writes them back (checked with the real CLI), but its agent writes the whole
+file, so a rewrite that leaves them out loses them, and a list of message ids is the first
+thing a model trims; it would also cost tokens at every Read of the memory. Provenance
+lives beside the memories instead, in the memory directory's ``.memdir/`` folder, which no
+scan lists and the memory agent may not write:
 
-- ``.memdir/provenance/changes.jsonl`` — one line per change to a memory: which file, what
-  happened (``created``, ``changed``, ``removed``, ``forgotten``, ``restored``, ``merged``),
+- ``.memdir/provenance/changes.log`` — one JSON line per change to a memory: which file, what
+  happened (``created``, ``changed``, ``removed``, ``forgotten``, ``restored``),
   when, by whom (``memdir``, ``claude-code``, ``dream``, ``forget``), the run, the session
   and the ids of the messages it was drawn from, and the file's sha256 afterwards (so a
   later change made elsewhere shows as one).
-- ``.memdir/provenance/shown/<session>.jsonl`` — what a host memdir loads memory into was
+- ``.memdir/provenance/shown/<session>.log`` — what a host memdir loads memory into was
   shown, as it happens: the index loaded (and whether it was cut), the memories surfaced.
 
-Both are append-only, a short line per event, written under the log's lock. A line that
-cannot be parsed (a crash mid-append) is skipped on reading. Recording never fails the
-work it records: an unwritable log is passed over.
+Both are append-only, a short line per event (JSON lines, named ``.log`` so that nothing
+looking for transcripts, ``*.jsonl``, takes them for one), written under the log's lock. A
+line that cannot be parsed (a crash mid-append) is skipped on reading. Recording never
+fails the work it records: an unwritable log is passed over.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ __all__ = [
 
 PROVENANCE_DIR_NAME = "provenance"
 
-ChangeKind = Literal["created", "changed", "removed", "forgotten", "restored", "merged"]
+ChangeKind = Literal["created", "changed", "removed", "forgotten", "restored"]
 ShownKind = Literal["loaded", "surfaced"]
 
 _SAFE_SESSION = re.compile(r"[^A-Za-z0-9._-]")
@@ -82,13 +84,11 @@ class Change:
     """The ids (uuids) of the messages the run covered, oldest first."""
     sha256: str | None = None
     """The file's digest after the change; ``None`` once it is gone."""
-    into: str | None = None
-    """For ``merged``: the memory it was merged into."""
 
     def to_json(self) -> dict[str, Any]:
         """The log line's object; empty fields left out."""
         out: dict[str, Any] = {"file": self.file, "what": self.what, "at": self.at, "by": self.by}
-        for key in ("run", "session", "sha256", "into"):
+        for key in ("run", "session", "sha256"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -110,7 +110,6 @@ class Change:
                 session=_text(data.get("session")),
                 messages=tuple(str(m) for m in messages),
                 sha256=_text(data.get("sha256")),
-                into=_text(data.get("into")),
             )
         except (KeyError, TypeError):
             return None
@@ -181,12 +180,12 @@ def _state(memory: MemoryDir) -> Path:
 
 def changes_log(memory: MemoryDir) -> Path:
     """The change log of ``memory``."""
-    return _state(memory) / "changes.jsonl"
+    return _state(memory) / "changes.log"
 
 
 def shown_log(memory: MemoryDir, session: str) -> Path:
     """The log of what ``session`` was shown (its id made safe as a file name)."""
-    return _state(memory) / "shown" / f"{_SAFE_SESSION.sub('_', session)}.jsonl"
+    return _state(memory) / "shown" / f"{_SAFE_SESSION.sub('_', session)}.log"
 
 
 def relative_name(memory: MemoryDir, path: str | os.PathLike[str]) -> str:
@@ -247,7 +246,6 @@ def record_changes(
     messages: Sequence[str] = (),
     created: Iterable[str | os.PathLike[str]] = (),
     what: ChangeKind | None = None,
-    into: str | None = None,
     at: str | None = None,
 ) -> list[Change]:
     """Record that ``paths`` changed; returns the changes written.
@@ -276,7 +274,6 @@ def record_changes(
                 session=session,
                 messages=tuple(messages),
                 sha256=digest,
-                into=into,
             )
         )
     _append(changes_log(memory), (c.to_json() for c in changes))
@@ -288,7 +285,7 @@ def read_changes(memory: MemoryDir, file: str | None = None) -> list[Change]:
     out = []
     for data in _read(changes_log(memory)):
         change = Change.from_json(data)
-        if change is not None and (file is None or change.file == file or change.into == file):
+        if change is not None and (file is None or change.file == file):
             out.append(change)
     return out
 
@@ -325,6 +322,6 @@ def shown_sessions(memory: MemoryDir) -> list[str]:
     """The sessions with a log of what they were shown (their file names' stems)."""
     folder = _state(memory) / "shown"
     try:
-        return sorted(p.stem for p in folder.iterdir() if p.suffix == ".jsonl")
+        return sorted(p.stem for p in folder.iterdir() if p.suffix == ".log")
     except OSError:
         return []
