@@ -16,6 +16,7 @@ from memdir.messages import Message, ToolUseBlock
 from memdir.provenance import history, why
 from memdir.store import MemoryDir, default_memory_dir
 from memdir.testing import FakeAnthropicServer, Reply
+from memdir.transcripts import load_transcript
 from tests.claude_code._cli import DEFAULT_TIMEOUT, ClaudeCli, is_agent_turn
 from tests.claude_code.test_real_cli import write_then_confirm
 from tests.provenance._runs import POLARS_WHY, save_polars
@@ -104,6 +105,8 @@ def test_why_lists_what_a_real_session_loaded_and_surfaced_with_provenance(
 
     view = why(memory, run.session_id)
     (turn,) = [t for t in view.turns if t.surfaced]
+    assert run.transcript is not None
+    assert turn.turn == load_transcript(run.transcript).messages[0].uuid
     assert turn.prompt == "Which data frame library for the nightly job?"
     (surfaced,) = turn.surfaced
     assert surfaced.file == "polars.md"
@@ -122,6 +125,7 @@ def test_why_lists_what_a_real_session_loaded_and_surfaced_with_provenance(
     assert listed[0]["file"] == "polars.md"
     assert listed[0]["history"][0]["session"] == EARLIER
     text = CliRunner().invoke(cli, ["why", run.session_id, "--memory-dir", str(memory.root)])
+    assert f"turn 1 ({turn.turn}): Which data frame library" in text.output
     assert "  surfaced  polars.md — created " in text.output
     assert f"from session {EARLIER}, messages {said[0].uuid}, {said[1].uuid}" in text.output
 

@@ -534,10 +534,10 @@ class MemoryExtractor:
                 await self._save_position()
             run_id = uuid.uuid4().hex
             memories += self._report(pending, outcome, started, run_id)
-            covered_messages = messages[cursor : outcome.end]
-            await asyncio.to_thread(
-                self._record_provenance, turn, covered_messages, outcome, run_id
-            )
+            if outcome.result.written_paths:
+                await asyncio.to_thread(
+                    self._record_provenance, turn, messages[cursor : outcome.end], outcome, run_id
+                )
             if outcome.end >= len(messages) or outcome.end <= cursor:
                 cursor = max(cursor, outcome.end)
                 break

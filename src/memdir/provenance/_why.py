@@ -332,7 +332,14 @@ def why(
             f"nothing is known of session {session!r} in {md.root}: no transcript beside it, "
             "no record of what it was shown or saved"
         )
-    return SessionView(session=session, transcript=path, turns=tuple(builder.turns))
+    # Lines before the first prompt (queue records, say) open a turn of their own; it is
+    # kept only when memory was shown or saved in it.
+    turns = [t for t in builder.turns if t.turn is not None or t.prompt or _holds(t)]
+    return SessionView(session=session, transcript=path, turns=tuple(turns))
+
+
+def _holds(turn: SessionTurn) -> bool:
+    return bool(turn.loaded or turn.surfaced or turn.saved)
 
 
 def _turn_for(
