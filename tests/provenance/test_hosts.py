@@ -69,3 +69,15 @@ def test_why_lists_what_a_session_saved_per_turn(tmp_path: Path) -> None:
     ]
     assert saved[1]["messages"] == [said[2].uuid, said[3].uuid]
     assert len(read_changes(MemoryDir(memory))) == 2
+
+
+def test_an_index_a_host_loaded_in_part_is_reported_as_cut(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    lines = "".join(f"- [Note {n}](note-{n}.md) — a note\n" for n in range(300))
+    (memory / "MEMORY.md").write_text(lines, encoding="utf-8")
+
+    assert HostCore(memory, "offline").load_memory(NOW) is not None
+
+    (turn,) = why(memory, NOW).turns
+    assert [(m.file, m.cut) for m in turn.loaded] == [("MEMORY.md", True)]
