@@ -16,9 +16,9 @@ scan lists and the memory agent may not write:
   shown, as it happens: the index loaded (and whether it was cut), the memories surfaced.
 
 Both are append-only, a short line per event (JSON lines, named ``.log`` so that nothing
-looking for transcripts, ``*.jsonl``, takes them for one), written under the log's lock. A
-line that cannot be parsed (a crash mid-append) is skipped on reading. Recording never
-fails the work it records: an unwritable log is passed over.
+looking for transcripts, ``*.jsonl``, takes them for one), written under one lock,
+``.memdir/provenance.lock``. A line that cannot be parsed (a crash mid-append) is skipped
+on reading. Recording never fails the work it records: an unwritable log is passed over.
 """
 
 from __future__ import annotations
@@ -207,19 +207,27 @@ def file_digest(path: str | os.PathLike[str]) -> str | None:
 
 
 def _append(log: Path, objects: Iterable[Mapping[str, Any]]) -> None:
-    """Append one JSON line per object, under the log's lock; never raises."""
+    """Append one JSON line per object, under the provenance lock; never raises."""
     lines = "".join(json.dumps(o, ensure_ascii=False, sort_keys=True) + "\n" for o in objects)
     if not lines:
         return
     # A log that cannot be written loses its lines, not the run that made them.
     with contextlib.suppress(OSError, StoreError):
         make_private_dirs(log.parent)
-        with file_lock(log):
+        # One lock for the folder's logs, ``.memdir/provenance.lock`` beside the others.
+        with file_lock(_provenance_dir(log)):
             fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
             try:
                 os.write(fd, lines.encode("utf-8"))
             finally:
                 os.close(fd)
+
+
+def _provenance_dir(log: Path) -> Path:
+    for folder in log.parents:
+        if folder.name == PROVENANCE_DIR_NAME:
+            return folder
+    return log
 
 
 def _read(log: Path) -> Iterator[dict[str, Any]]:
