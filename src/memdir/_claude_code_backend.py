@@ -32,6 +32,7 @@ import contextlib
 import json
 import os
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,8 @@ from memdir.models._anthropic import MEMDIR_ANTHROPIC_API_KEY_ENV
 from memdir.permissions import auto_mem_can_use_tool
 from memdir.state import SessionState, StateFile
 from memdir.store import MemoryDir, format_manifest, index_memory_file
+from memdir.store._atomic import STATE_DIR_NAME
+from memdir.store._provenance import record_changes
 from memdir.transcripts._lines import NotRegularError, Overlong, open_regular, read_lines
 
 if TYPE_CHECKING:
@@ -217,6 +220,36 @@ def _extraction_prompt(memory: MemoryDir, new_messages: int) -> str:
         memory_dir=str(memory.root),
         memdir_indexes=True,
     ).whole
+
+
+def _memory_files(memory: MemoryDir) -> set[str]:
+    """The real paths of the memory folder's ``*.md`` files (memdir's state left out)."""
+    return {
+        os.path.realpath(p)
+        for p in memory.root.rglob("*.md")
+        if STATE_DIR_NAME not in p.relative_to(memory.root).parts
+    }
+
+
+def _record_written(
+    memory: MemoryDir,
+    written: Sequence[str],
+    existed: set[str],
+    *,
+    session: str | None,
+    messages: Sequence[str],
+) -> None:
+    """Log the memories Claude Code's fork wrote, for their history: one run, the
+    session's messages it covered, and which files are new."""
+    record_changes(
+        memory,
+        written,
+        by="claude-code",
+        run=uuid.uuid4().hex,
+        session=session,
+        messages=messages,
+        created=[p for p in written if os.path.realpath(p) not in existed],
+    )
 
 
 def _index_written(memory: MemoryDir, cwd: str, paths: Sequence[str]) -> None:
@@ -450,6 +483,9 @@ async def _extract_locked(
         raise ClaudeCodeError("the transcript names no session for Claude Code to resume")
     host = _host_request(transcript.path)
     memory.ensure()
+    # The CLI writes the files itself: what existed before tells a new memory from a
+    # changed one in the provenance recorded after the run.
+    existed = await asyncio.to_thread(_memory_files, memory)
     started = time.monotonic()
     try:
         run = await run_fork(
@@ -487,5 +523,13 @@ async def _extract_locked(
     await asyncio.to_thread(_index_written, memory, workdir, memories)
     report.memories_saved = len(memories)
     report.saved_paths = memories
+    await asyncio.to_thread(
+        _record_written,
+        memory,
+        [os.path.join(workdir, p) for p in memories],
+        existed,
+        session=transcript.session_id,
+        messages=[m.uuid for m in model_visible(new) if m.uuid],
+    )
     states.put(session, SessionState(cursor=snapshot[-1].uuid, covered_at=time.time()))
     return report

@@ -22,10 +22,12 @@ import pytest
 
 import memdir
 from memdir._hook_entry import FORK_ENV, HookOptions, choose_backend, find_claude_code
-from memdir.messages import Message, ToolUseBlock
+from memdir.messages import Message, ToolUseBlock, model_visible
+from memdir.provenance import history
 from memdir.state import StateFile
 from memdir.store import MemoryDir
 from memdir.testing import FakeAnthropicServer, RecordedRequest, Reply
+from memdir.transcripts import load_transcript
 from tests.claude_code._cli import ClaudeCli, CliRun, memory_dir_in, side_reply
 from tests.claude_code.test_hook_cli import hook_settings, wait_for_workers
 
@@ -181,6 +183,18 @@ def test_a_logged_in_user_gets_memories_written_by_the_model(session: Session) -
     # The model wrote the file alone, as memdir's prompt asks; memdir wrote its line.
     index = (session.memory / "MEMORY.md").read_text()
     assert index == "- [user-role](user_role.md) — Ana leads the data platform team\n"
+
+
+def test_a_memory_claude_code_saved_names_the_session_and_messages_it_came_from(
+    session: Session,
+) -> None:
+    assert session.run.transcript is not None
+    said = load_transcript(session.run.transcript).messages
+    (created,) = history(session.memory, "user_role").changes
+    assert (created.what, created.by) == ("created", "claude-code")
+    assert created.session == session.run.session_id
+    assert created.run
+    assert created.messages == tuple(m.uuid for m in model_visible(said))
 
 
 def test_memdirs_prompt_arrives_through_claude_code_with_the_users_login(

@@ -212,7 +212,18 @@ def test_ls_shows_brackets_in_descriptions_as_written(tmp_path: Path) -> None:
 def test_the_readme_says_which_commands_take_json_and_memory_dir() -> None:
     text = " ".join(README.read_text(encoding="utf-8").split())
     assert "Every command takes `--help`, `--json` and `--memory-dir`" not in text
-    one_dir = ["extract", "watch", "ls", "show", "forget", "dream", "prompt", "recall", "search"]
+    one_dir = [
+        "extract",
+        "watch",
+        "ls",
+        "show",
+        "forget",
+        "dream",
+        "prompt",
+        "recall",
+        "search",
+        "why",
+    ]
     assert "(" + ", ".join(f"`{c}`" for c in one_dir) + ") take `--memory-dir` and `--json`" in text
     assert "`hook claude-code` takes `--memory-dir` but not `--json`" in text
 

@@ -17,6 +17,7 @@ from memdir._cli._queue import queue_group, sync_command, worker_command
 from memdir._cli._recall import prompt_command, recall_command
 from memdir._cli._search import search_command
 from memdir._cli._watch import watch_command
+from memdir._cli._why import why_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -53,6 +54,7 @@ for command in (
     prompt_command,
     recall_command,
     search_command,
+    why_command,
     worker_command,
     queue_group,
     sync_command,

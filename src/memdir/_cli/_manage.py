@@ -17,6 +17,8 @@ from memdir._cli._common import (
     print_json,
 )
 from memdir._cli._existing import existing_memory_dir
+from memdir._cli._why import print_history
+from memdir.provenance import read_changes
 from memdir.store import MemoryDir, MemoryHeader
 
 # ``[Title](file.md)`` in an index line: the title and where it points.
@@ -139,12 +141,27 @@ def _print_table(headers: list[MemoryHeader], now: float) -> None:
 
 @click.command("show")
 @click.argument("name")
+@click.option(
+    "--history",
+    "with_history",
+    is_flag=True,
+    help="Tell where it came from: each run that wrote it, its session and messages.",
+)
 @memory_dir_option
 @json_option
-def show_command(name: str, memory_dir: Path | None, as_json: bool) -> None:
+def show_command(name: str, with_history: bool, memory_dir: Path | None, as_json: bool) -> None:
     """Print the memory NAME: its file name as `memdir ls` shows it (with or without
     .md), or its title (from the file or from MEMORY.md)."""
     memory = existing_memory_dir(memory_dir, None)
+    if with_history:
+        # A forgotten memory has a history but no file: its name is looked up in the
+        # records first, its title only among the files there now.
+        wanted = name.strip() if name.strip().endswith(".md") else f"{name.strip()}.md"
+        if not (memory.root / wanted).is_file() and read_changes(memory, wanted):
+            print_history(memory, wanted, as_json)
+        else:
+            print_history(memory, _find(memory, name).filename, as_json)
+        return
     header = _find(memory, name)
     try:
         text = header.path.read_text(encoding="utf-8", errors="replace")

@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +37,7 @@ from memdir.store import (
     empty_trash,
     repair_memory_dir,
 )
+from memdir.store._provenance import record_changes
 from memdir.telemetry import Sink, emit
 from memdir.tools import MemoryFiles, ToolContext, builtin_tools
 
@@ -229,6 +232,12 @@ class AutoDream:
             params = CacheSafeParams(
                 model=self.model, system=STANDALONE_SYSTEM_PROMPT, tools=definitions
             )
+        tool_context = ToolContext(
+            write_guard=memory_write_guard(md),
+            memory_files=MemoryFiles(
+                memory_dir=md, format=self.config.memory_format, session_id=session_id
+            ),
+        )
         try:
             result = await run_forked_agent(
                 params,
@@ -237,12 +246,7 @@ class AutoDream:
                 tools=tools,
                 can_use_tool=auto_mem_can_use_tool(md, cwd=cwd, sink=self.sink),
                 max_turns=None,
-                context=ToolContext(
-                    write_guard=memory_write_guard(md),
-                    memory_files=MemoryFiles(
-                        memory_dir=md, format=self.config.memory_format, session_id=session_id
-                    ),
-                ),
+                context=tool_context,
             )
         except Exception as exc:
             release_failed(md, prior)
@@ -265,6 +269,9 @@ class AutoDream:
         # A file the pass emptied was retired, not improved: it is gone.
         gone = set(retired)
         touched = [p for p in result.written_paths if p.name != ENTRYPOINT_NAME and p not in gone]
+        await asyncio.to_thread(
+            _record_pass, md, touched, retired, tool_context.created, session_id
+        )
         usage = result.usage
         emit(
             self.sink,
@@ -282,3 +289,17 @@ class AutoDream:
             team = sum(1 for p in touched if md.is_team_path(p))
             notify(MemorySaved(paths=tuple(touched), team_count=team, verb="Improved"))
         return True
+
+
+def _record_pass(
+    md: MemoryDir,
+    touched: Sequence[Path],
+    retired: Sequence[Path],
+    created: Iterable[str],
+    session_id: str | None,
+) -> None:
+    """Log the pass in the memories' history: what it wrote and what it retired, under
+    one run id, so a retired memory's history points at the pass that took it in."""
+    run = uuid.uuid4().hex
+    record_changes(md, touched, by="dream", run=run, session=session_id, created=created)
+    record_changes(md, retired, by="dream", run=run, session=session_id, what="removed")

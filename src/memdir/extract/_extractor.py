@@ -38,6 +38,7 @@ import contextlib
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -55,10 +56,11 @@ from memdir.extract._types import (
     PositionStore,
     TurnContext,
 )
-from memdir.messages import Message
+from memdir.messages import Message, model_visible
 from memdir.messages._native import ConversationReader, MessageTypeError, NativeFormat
 from memdir.models import Model
 from memdir.store import ENTRYPOINT_NAME, MemoryDir, parse_memory_file
+from memdir.store._provenance import record_changes
 from memdir.telemetry import Sink, emit
 from memdir.tools import Tool
 
@@ -530,7 +532,12 @@ class MemoryExtractor:
                     self.cursor = messages[outcome.end - 1].uuid
                     self._covered_at = self._clock()
                 await self._save_position()
-            memories += self._report(pending, outcome, started)
+            run_id = uuid.uuid4().hex
+            memories += self._report(pending, outcome, started, run_id)
+            if outcome.result.written_paths:
+                await asyncio.to_thread(
+                    self._record_provenance, turn, messages[cursor : outcome.end], outcome, run_id
+                )
             if outcome.end >= len(messages) or outcome.end <= cursor:
                 cursor = max(cursor, outcome.end)
                 break
@@ -564,7 +571,9 @@ class MemoryExtractor:
         )
         return begin
 
-    def _report(self, pending: PendingTurn, outcome: RunOutcome, started: float) -> list[Path]:
+    def _report(
+        self, pending: PendingTurn, outcome: RunOutcome, started: float, run_id: str
+    ) -> list[Path]:
         """Report one run (``extract.run``, the notice); returns the memories it wrote."""
         result, plan = outcome.result, outcome.plan
         cwd = pending.turn.cwd
@@ -603,11 +612,31 @@ class MemoryExtractor:
             estimated_cost_if_nothing_saved=_rounded(chosen.cost_if_nothing_saved),
             billed_cost=round(outcome.cost, 1),
             hit_max_turns=result.hit_max_turns,
+            # The id the memories' history (``memdir show NAME --history``) names it by.
+            run_id=run_id,
         )
         if memories and pending.notify is not None:
             with contextlib.suppress(Exception):  # the notice is a courtesy
                 pending.notify(MemorySaved(paths=tuple(memories), team_count=team))
         return memories
+
+    def _record_provenance(
+        self, turn: TurnContext, covered: Sequence[Message], outcome: RunOutcome, run_id: str
+    ) -> None:
+        """Log what this run changed: each memory it wrote, with the session and the ids
+        of the messages it covered (see :mod:`memdir.store._provenance`)."""
+        written = [p for p in outcome.result.written_paths if p.name != ENTRYPOINT_NAME]
+        if not written:
+            return
+        record_changes(
+            self.memory_dir,
+            written,
+            by="memdir",
+            run=run_id,
+            session=turn.session_id,
+            messages=[m.uuid for m in model_visible(covered) if m.uuid],
+            created=outcome.created,
+        )
 
     def _note_host_model(self, model: Model) -> None:
         """Remember a host's model used from the background thread, for :meth:`close`.

@@ -93,6 +93,8 @@ class RunOutcome:
     """Model-visible messages it covered as new."""
     cost: float
     """Its usage at the prices of the model it called."""
+    created: frozenset[str] = frozenset()
+    """Real paths of the files its Writes created (the rest of ``written_paths`` existed)."""
 
 
 _EMPTY_STATE = "The memory directory is empty."
@@ -365,6 +367,7 @@ class Runner:
             end=covered,
             message_count=count,
             cost=bill(result.usage, family.prices),
+            created=frozenset(context.created),
         )
 
     def _listing(

@@ -44,6 +44,7 @@ from memdir.store import (
     parse_memory_file,
     scan_memory_files,
 )
+from memdir.store._provenance import record_shown
 
 __all__ = [
     "DEFAULT_SELECTOR_MODEL",
@@ -181,6 +182,7 @@ async def select_relevant_memories(
     strict: bool = False,
     search_fallback: bool = False,
     current_session: str | None = None,
+    record_session: str | None = None,
 ) -> list[SurfacedMemory]:
     """The memory files most useful for ``query``, at most ``limit``, read and rendered.
 
@@ -224,7 +226,55 @@ async def select_relevant_memories(
     ``session:<id>#<uuid>`` and headed with its session and time; ``current_session``'s
     own turns are left out. Off by default: it reads the transcripts on every query, and
     what it surfaces is raw conversation that the memory agent did not choose to keep.
+
+    With ``record_session``, what is surfaced is recorded as shown to that session, for
+    :func:`memdir.provenance.why` (the query is kept with it).
     """
+    surfaced = await _select(
+        query,
+        memory_dir,
+        model,
+        already_surfaced,
+        limit,
+        now,
+        budget,
+        recent_tools=recent_tools,
+        follow_links=follow_links,
+        single_word=single_word,
+        strict=strict,
+        search_fallback=search_fallback,
+        current_session=current_session,
+    )
+    if record_session is not None and surfaced:
+        md = as_memory_dir(memory_dir)
+        await asyncio.to_thread(
+            record_shown,
+            md,
+            record_session,
+            "surfaced",
+            [m.filename for m in surfaced],
+            extra={"query": query},
+        )
+    return surfaced
+
+
+async def _select(
+    query: str,
+    memory_dir: MemoryDirLike,
+    model: Model | None,
+    already_surfaced: Collection[str],
+    limit: int,
+    now: datetime | None,
+    budget: SurfaceBudget | None,
+    *,
+    recent_tools: Sequence[str],
+    follow_links: bool,
+    single_word: bool,
+    strict: bool,
+    search_fallback: bool,
+    current_session: str | None,
+) -> list[SurfacedMemory]:
+    """:func:`select_relevant_memories`, without recording."""
     if limit < 1:
         raise UsageError(f"limit must be at least 1, got {limit}")
     if not query.strip():

@@ -51,6 +51,7 @@ from memdir.errors import StoreError
 from memdir.store._atomic import STATE_DIR_NAME, atomic_write, file_lock, temp_prefix
 from memdir.store._entrypoint import ENTRYPOINT_NAME
 from memdir.store._memory_dir import MemoryDir
+from memdir.store._provenance import record_changes
 
 __all__ = [
     "TRASH_DIR_NAME",
@@ -264,6 +265,7 @@ def forget_memory(
             if isinstance(exc, StoreError):
                 raise
             raise StoreError(f"cannot remove {target}: {exc.strerror or exc}") from exc
+    record_changes(memory, [target], by="forget", what="forgotten")
     return TrashEntry(
         path=folder,
         filename=filename,
@@ -420,6 +422,7 @@ def restore_memory(memory: MemoryDir, entry: TrashEntry | None = None) -> TrashE
                     raise StoreError(_taken(entry)) from exc
                 raise StoreError(f"cannot restore {target}: {exc.strerror or exc}") from exc
         remove_entry_folder(entry.path)
+    record_changes(memory, [target], by="forget", what="restored")
     return entry
 
 

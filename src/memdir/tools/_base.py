@@ -114,6 +114,9 @@ class ToolContext:
     memory_files: MemoryFiles | None = None
     """How Write, Edit and the ``memory`` tool store memory files; ``None`` stores every
     file exactly as written."""
+    created: set[str] = field(default_factory=set)
+    """Real paths of the files a Write in this run created (not there before), so the
+    run's provenance can tell a new memory from a changed one."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -444,6 +444,8 @@ def _write(path: str, content: str, context: ToolContext) -> tuple[bool, str]:
         indexing = context.memory_files is not None and context.memory_files.index
         previous = _previous_text(real) if st is not None and indexing else None
         _store("Write", path, real, content, context, previous)
+        if st is None:
+            context.created.add(real)
     return st is None, real
 
 

@@ -36,6 +36,7 @@ from memdir.recall import (
     memory_stamp,
 )
 from memdir.store import MemoryDir, contains_secret, default_memory_dir, resolve_user_layer
+from memdir.store._provenance import record_shown
 from memdir.telemetry import Sink, emit
 from memdir.tools import MemoryFiles, ToolContext, ToolError
 from memdir.tools import Tool as MemdirTool
@@ -307,6 +308,15 @@ class HostCore:
             except Exception as exc:
                 _log.warning("memdir: memory not shown: %s: %s", type(exc).__name__, exc)
                 return None
+            if conversation is not None:
+                # What `memdir why` reads back for this conversation: the index it was shown.
+                record_shown(
+                    self.memory_dir,
+                    conversation,
+                    "loaded",
+                    [self.memory_dir.entrypoint],
+                    cut="only part of it was loaded" in loaded.index.lower(),
+                )
         with self._lock:
             loaded = self._loaded.setdefault(conversation, loaded)
             self._loaded.move_to_end(conversation)
