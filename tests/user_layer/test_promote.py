@@ -114,3 +114,18 @@ def test_user_layer_location_follows_env(tmp_path: Path) -> None:
     assert user_memory_dir({"HOME": str(tmp_path)}).root == tmp_path / ".claude" / "memdir-user"
     env["MEMDIR_USER_DIR"] = "~/me"
     assert user_memory_dir(env).root == tmp_path / "me"
+
+
+def test_a_move_is_in_the_history_of_both_scopes(project: Path) -> None:
+    from memdir.provenance import history
+    from memdir.store import MemoryDir
+
+    layer = user_memory_dir().root
+    assert run("promote", "user_role", "--to", "user", "--memory-dir", str(project))[0] == 0
+    made = history(MemoryDir(layer), "user_role.md").changes
+    assert [(c.what, c.by) for c in made] == [("created", "promote")]
+    gone = history(MemoryDir(project), "user_role.md").changes
+    assert [(c.what, c.by) for c in gone] == [("removed", "promote")]
+    assert run("demote", "role", "--memory-dir", str(project))[0] == 0
+    back = history(MemoryDir(project), "user_role.md").changes
+    assert [(c.what, c.by) for c in back] == [("removed", "promote"), ("created", "demote")]

@@ -12,6 +12,7 @@ from memdir._cli._common import fail, json_option, memory_dir_option, print_json
 from memdir._cli._existing import existing_memory_dir
 from memdir.errors import MemdirError
 from memdir.store import MemoryDir, MemoryHeader
+from memdir.store._provenance import record_changes
 from memdir.store._user_layer import move_memory, user_memory_dir
 
 Layer = Literal["user", "team"]
@@ -41,11 +42,16 @@ def _match(root: Path, name: str) -> MemoryHeader | None:
 
 def _move(header: MemoryHeader, from_root: Path, to_root: Path, shared: bool, what: str) -> Path:
     try:
-        return move_memory(
+        moved = move_memory(
             header.path, from_index=from_root / "MEMORY.md", to_dir=to_root, shared=shared
         )
     except (OSError, MemdirError) as exc:
         fail(f"not {what} {header.filename}: {exc}", kind="store")
+    # Each scope's history tells the move: gone from one, made in the other.
+    by = {"promoting": "promote", "demoting": "demote"}.get(what, what)
+    record_changes(MemoryDir(from_root), [header.path], by=by, what="removed")
+    record_changes(MemoryDir(to_root), [moved], by=by, created=[moved])
+    return moved
 
 
 def _report(as_json: bool, verb: str, header: MemoryHeader, to: Path, scope: str) -> None:
