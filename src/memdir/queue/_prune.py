@@ -17,6 +17,7 @@ has run.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,20 +132,18 @@ def prune(
     Each session's messages, the runs and the jobs are each their own transaction, so a
     prune of a large backlog holds no lock for long. ``dry_run`` counts what would go,
     in one transaction rolled back at the end (and reports nothing to ``sink``)."""
-    counts: list[tuple[str, int]] = []
-    with psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT, autocommit=not dry_run) as conn:
-        if messages:
-            for dir_id, session, below in conn.execute(_PRUNABLE).fetchall():
-                keys = {"dir": dir_id, "session": session, "below": below}
-                counts.append(("messages", conn.execute(_MESSAGES, keys).rowcount))
-        for kind, sql, params in _statements(keep_runs, keep_jobs, keep_failed_jobs, queue):
-            counts.append((kind, conn.execute(sql, params).rowcount))
-        if dry_run:
-            conn.rollback()
-    result = _result(counts)
-    if not dry_run:
-        _report(sink, result)
-    return result
+    return asyncio.run(
+        aprune(
+            dsn,
+            messages=messages,
+            keep_runs=keep_runs,
+            keep_jobs=keep_jobs,
+            keep_failed_jobs=keep_failed_jobs,
+            queue=queue,
+            sink=sink,
+            dry_run=dry_run,
+        )
+    )
 
 
 async def aprune(
@@ -156,11 +155,12 @@ async def aprune(
     keep_failed_jobs: float | None = 7 * DAY,
     queue: str = QUEUE_NAME,
     sink: Sink | None = None,
+    dry_run: bool = False,
 ) -> PruneResult:
-    """:func:`prune` for a worker's loop."""
+    """:func:`prune` for a worker's loop (and the one way both run)."""
     counts: list[tuple[str, int]] = []
     async with await psycopg.AsyncConnection.connect(
-        dsn, connect_timeout=CONNECT_TIMEOUT, autocommit=True
+        dsn, connect_timeout=CONNECT_TIMEOUT, autocommit=not dry_run
     ) as conn:
         if messages:
             sessions = await (await conn.execute(_PRUNABLE)).fetchall()
@@ -169,8 +169,11 @@ async def aprune(
                 counts.append(("messages", (await conn.execute(_MESSAGES, keys)).rowcount))
         for kind, sql, params in _statements(keep_runs, keep_jobs, keep_failed_jobs, queue):
             counts.append((kind, (await conn.execute(sql, params)).rowcount))
+        if dry_run:
+            await conn.rollback()
     result = _result(counts)
-    _report(sink, result)
+    if not dry_run:
+        _report(sink, result)
     return result
 
 
