@@ -32,7 +32,7 @@ from memdir.queue._lifecycle import (
     scratch_prefix,
 )
 from memdir.queue._runs import merge_index, read_session
-from memdir.telemetry import Event
+from memdir.telemetry import CollectingSink, Event
 from memdir.testing import FunctionModel
 from tests.queue._helpers import CONFIG, conversation, one, saving_model
 
@@ -348,3 +348,33 @@ def test_a_session_that_cannot_start_fails_alone(pg_dsn):
         assert conn.execute(
             "SELECT session, attempts, parked_version IS NOT NULL FROM memdir_pending"
         ).fetchall() == [("bad", 2, True)]
+
+
+def test_a_cancelled_job_ends_with_extract_finished_and_leaves_no_scratch(pg_dsn, tmp_path):
+    host = QueueExtractor(pg_dsn, "dir-z")
+    host.on_turn_end(TurnContext(messages=conversation("s", 1), session_id="s"))
+    host.close()
+    entered = asyncio.Event()
+
+    async def answer(_request: ModelRequest) -> Any:
+        entered.set()
+        await asyncio.Event().wait()  # never answers
+
+    sink = CollectingSink()
+    worker = _worker(pg_dsn, FunctionModel(answer, name="function:z"), sink=sink, scratch=tmp_path)
+
+    async def cancel_mid_run() -> None:
+        job = asyncio.create_task(worker.extract("dir-z"))
+        await entered.wait()
+        job.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await job
+
+    asyncio.run(cancel_mid_run())
+    names = sink.names()
+    assert names[0] == "extract.started"
+    assert names[-1] == "extract.finished"
+    assert sink.events[-1].fields["cancelled"] is True
+    assert list(tmp_path.iterdir()) == []
+    with psycopg.connect(pg_dsn) as conn:  # the turn waits for the next job
+        assert one(conn, "SELECT count(*) FROM memdir_pending") == (1,)

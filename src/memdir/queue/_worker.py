@@ -279,26 +279,19 @@ class _Copy:
         return (found.st_dev, found.st_ino) == self.inode
 
 
-def _check_out(where: Path, dir_id: str, state: _Commits) -> _Copy:
-    """A working copy of what the database holds now (``state``), for one session."""
+def _check_out(where: Path, dir_id: str, rows: list[tuple[str, bytes, str, float]]) -> _Copy:
+    """A working copy of ``rows`` (what the database holds now, taken on the event loop:
+    a commit may change the job's state while this runs in a thread), for one session."""
     where.mkdir(mode=0o700)
     root = where / "memory"
     root.mkdir(mode=0o700)
-    rows: list[tuple[str, bytes, str, float]] = []
-    for path, digest in state.files.items():
-        content, mtime = state.contents[path]
-        rows.append((path, content, digest, mtime))
-    write_checkout(root, dir_id, state.generation, rows)
+    write_checkout(root, dir_id, 0, rows)
     found = os.stat(root)
     return _Copy(
         root=root,
         inode=(found.st_dev, found.st_ino),
-        base=dict(state.files),
-        base_contents={
-            path: content
-            for path, (content, _) in state.contents.items()
-            if path == ENTRYPOINT_NAME
-        },
+        base={path: digest for path, _, digest, _ in rows},
+        base_contents={path: content for path, content, _, _ in rows if path == ENTRYPOINT_NAME},
     )
 
 
@@ -572,6 +565,8 @@ class QueueWorker:
         settings = self.settings
         started = time.monotonic()
         scratch = make_scratch(settings.scratch)
+        tasks: list[asyncio.Task[DirRun]] = []
+        announced: int | None = None  # the generation extract.started went out with
         try:
             generation, rows, pendings, started_at = await self._snapshot(dir_id)
             snapshot = Checkout(
@@ -593,6 +588,7 @@ class QueueWorker:
                 sessions=len(pendings),
                 worker=settings.name,
             )
+            announced = snapshot.generation
             state = _Commits(
                 generation=snapshot.generation,
                 files=dict(snapshot.files),
@@ -602,13 +598,16 @@ class QueueWorker:
             running: set[str] = set()
             failed: set[str] = set()
             ended = asyncio.Event()
-            tasks: list[asyncio.Task[DirRun]] = []
 
             async def one(pending: _Pending, where: Path) -> DirRun:
                 try:
                     copy: _Copy | None = None
                     try:
-                        copy = await asyncio.to_thread(_check_out, where, dir_id, state)
+                        current = [
+                            (path, state.contents[path][0], digest, state.contents[path][1])
+                            for path, digest in state.files.items()
+                        ]
+                        copy = await asyncio.to_thread(_check_out, where, dir_id, current)
                         outcome, events = await self._run_session(copy.root, pending)
                     except Exception as exc:
                         # A session that cannot even start (its model, its stored
@@ -620,8 +619,11 @@ class QueueWorker:
                         begun = time.monotonic()
                         run = await self._commit(state, copy, pending, outcome, started_at, job_id)
                         state.db_seconds += time.monotonic() - begun
-                    if run.sessions[0].outcome == "failed" or not (run.committed or run.conflict):
-                        failed.add(pending.session)  # its retry waits its backoff
+                    done = run.sessions[0]
+                    if done.error is not None or not (run.committed or run.conflict):
+                        # Failed, cut short or clashed: its retry job takes it up after
+                        # the backoff, not this job at once.
+                        failed.add(pending.session)
                     self._report(run, [(outcome, events)], started)
                     return run
                 finally:
@@ -659,6 +661,27 @@ class QueueWorker:
                 # A commit that raised (the database gone) cancelled the other runs: say
                 # why in the job's own terms, not the group's.
                 raise group_failed.exceptions[0] from None
+        except asyncio.CancelledError:
+            if announced is not None:
+                # Stopped (SIGTERM, the database lost, the job's deadline): the job ends
+                # here all the same, for whoever pairs extract.started with its end.
+                done = [
+                    t.result()
+                    for t in tasks
+                    if t.done() and not t.cancelled() and t.exception() is None
+                ]
+                emit(
+                    settings.sink,
+                    "extract.finished",
+                    dir_id=dir_id,
+                    generation=announced,
+                    commits=sum(r.commits for r in done),
+                    conflict=any(r.conflict for r in done),
+                    cancelled=True,
+                    duration_ms=int((time.monotonic() - started) * 1000),
+                    worker=settings.name,
+                )
+            raise
         finally:
             # Off the event loop: a large checkout takes a while to remove, and the
             # worker's other jobs and heartbeats go on meanwhile. Shielded so a cancelled
