@@ -2,13 +2,16 @@
 
 A job reads the directory's pending rows (one per session with an unprocessed turn,
 and of each session only the messages after its cursor and the context a run needs,
-see :mod:`memdir.queue._runs`) and checks the directory out at generation *G* into a
-scratch folder. There it runs memdir's own :class:`~memdir.MemoryExtractor` for each
-session at once, restored to the session's cursor, exactly as one machine would (fork
-with the host's shipped request, or the standalone request). As each session's run
-ends, one transaction compares-and-swaps the generation (*G*, then what the job's
-previous commit left), writes the files changed since, moves that session's cursor,
-and deletes its pending row only if its version is the one read: a turn that arrived
+see :mod:`memdir.queue._runs`) at generation *G*. Each session gets its own working copy
+of the directory in a scratch folder, and memdir's own :class:`~memdir.MemoryExtractor`
+runs there for each session at once, restored to the session's cursor, as one machine
+would (fork with the host's shipped request, or the standalone request). As each
+session's run ends, one transaction compares-and-swaps the generation (*G*, then what
+the job's previous commit left), writes the files *that session* changed (rebased onto
+the job's earlier commits: the index merged by lines, another file changed by both a
+clash that re-runs the later session), moves that session's cursor, and deletes its
+pending row only if its version is the one read and the run covered it to the end
+(a run cut short keeps the rest pending, with a retry): a turn that arrived
 during the run keeps its row, and the job that turn deferred (allowed, since this one
 is ``doing``, not ``todo``) runs it next. The commits of one job take turns; the
 directory's lock keeps other jobs out, so while a run goes on, turns arriving for the
