@@ -57,8 +57,10 @@ class _Commits:
 
     def __init__(self) -> None:
         self.first = asyncio.Event()
+        self.events: list[Event] = []
 
     def __call__(self, event: Event) -> None:
+        self.events.append(event)
         if event.name == "extract.committed":
             self.first.set()
 
@@ -179,6 +181,13 @@ def test_sessions_that_change_the_same_memory_commit_one_and_rerun_the_other(pg_
     worker = _worker(pg_dsn, FunctionModel(answer, name="function:c"), sink=commits)
     first = asyncio.run(worker.extract("dir-c"))
     assert first.commits == 1
+    [clash] = [e for e in commits.events if e.name == "extract.clash"]
+    assert clash.fields["session"] == "b"
+    # b's run is reported as not kept; only a's commit is.
+    assert [e.name for e in commits.events].count("extract.committed") == 1
+    b_events = [e for e in commits.events if e.fields.get("session") == "b" and e is not clash]
+    assert b_events
+    assert all(e.fields.get("discarded") for e in b_events)
     assert _files(pg_dsn)["shared.md"].endswith(b"By a.\n")
     with psycopg.connect(pg_dsn) as conn:
         assert conn.execute("SELECT session, attempts FROM memdir_pending").fetchall() == [("b", 0)]

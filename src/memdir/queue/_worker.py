@@ -272,7 +272,8 @@ class _Copy:
     base: dict[str, str]
     """path → sha256 as checked out: what the session changed is what differs."""
     base_contents: dict[str, bytes]
-    """The index as checked out, to merge this session's index edits onto a newer one."""
+    """The indexes as checked out (the private one, the team's), to merge this session's
+    index edits onto newer ones."""
 
     def intact(self) -> bool:
         try:
@@ -294,11 +295,15 @@ def _check_out(where: Path, dir_id: str, rows: list[tuple[str, bytes, str, float
         root=root,
         inode=(found.st_dev, found.st_ino),
         base={path: digest for path, _, digest, _ in rows},
-        base_contents={path: content for path, content, _, _ in rows if path == ENTRYPOINT_NAME},
+        base_contents={path: content for path, content, _, _ in rows if _is_index(path)},
     )
 
 
 _CLASH = "clash"
+
+
+def _is_index(path: str) -> bool:
+    return posixpath.basename(path) == ENTRYPOINT_NAME
 
 
 def _rebase(copy: _Copy, state: _Commits) -> list[tuple[str, bytes | None, float]] | str:
@@ -315,7 +320,7 @@ def _rebase(copy: _Copy, state: _Commits) -> list[tuple[str, bytes | None, float
             out.append((path, content, mtime))
         elif content is not None and committed == sha256(content):
             continue  # the same bytes are committed already
-        elif path == ENTRYPOINT_NAME and content is not None:
+        elif _is_index(path) and content is not None:
             now = state.contents[path][0] if path in state.contents else b""
             merged = merge_index(copy.base_contents.get(path, b""), content, now)
             if sha256(merged) != committed:
@@ -729,11 +734,13 @@ class QueueWorker:
         discarded."""
         settings = self.settings
         dir_id = run.dir_id
-        discarded = {"discarded": True} if run.conflict else {}
+        discarded = {} if run.committed else {"discarded": True}
         for outcome, events in reports:
             for event in events:
                 tags = {"dir_id": dir_id, "session": outcome.session, **discarded}
                 emit(settings.sink, event.name, **{**event.fields, **tags})
+        if not (run.committed or run.conflict):
+            return  # a clash: extract.clash said so, and the session runs again
         emit(
             settings.sink,
             "extract.conflict" if run.conflict else "extract.committed",
