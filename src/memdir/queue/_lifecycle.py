@@ -109,9 +109,18 @@ _HELD: dict[Path, int] = {}
 def make_scratch(base: Path | None) -> Path:
     """A new scratch folder for one run, named after this process, locked until
     :func:`remove_scratch` (see :func:`remove_stale_scratch`)."""
-    scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(), dir=base))
-    fd = os.open(scratch / SCRATCH_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    # Locked under a name no cleaner matches, then renamed: a cleaner never sees the
+    # folder without its lock held.
+    making = Path(tempfile.mkdtemp(prefix=f".{scratch_prefix()}", dir=base))
+    fd = os.open(making / SCRATCH_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        scratch = making.with_name(making.name[1:])
+        os.rename(making, scratch)
+    except BaseException:
+        os.close(fd)
+        shutil.rmtree(making, ignore_errors=True)
+        raise
     _HELD[scratch] = fd
     return scratch
 
@@ -128,8 +137,8 @@ def remove_scratch(scratch: Path) -> None:
 def _in_use(folder: Path, pid: int) -> bool:
     """Whether a process still uses a scratch folder: its lock file is locked. A pid is
     no proof (containers sharing ``/tmp`` under one hostname each have their own pids);
-    only a folder without a lock file (made before locks, or caught between its
-    creation and its lock) falls back on the pid."""
+    only a folder without a lock file (made by a version without locks) falls back on
+    the pid."""
     try:
         fd = os.open(folder / SCRATCH_LOCK, os.O_RDWR)
     except FileNotFoundError:
