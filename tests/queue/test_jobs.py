@@ -313,7 +313,7 @@ def test_a_retry_waits_its_backoff_even_behind_a_queued_turn(pg_dsn):
     assert failing["attempts"] == 2
 
 
-def test_a_job_that_raises_is_failed_with_its_reason(pg_dsn):
+def test_a_session_that_cannot_start_is_parked_and_its_job_failed_with_why(pg_dsn):
     host = QueueExtractor(pg_dsn, "dir-x")
     host.on_turn_end(TurnContext(messages=conversation("s1", 1), session_id="s1"))
     host.close()
@@ -322,20 +322,29 @@ def test_a_job_that_raises_is_failed_with_its_reason(pg_dsn):
         raise RuntimeError("no model configured (injected)")
 
     sink = CollectingSink()
+    # A session that cannot start fails alone, as an attempt (the directory's other
+    # sessions run on); at the limit it is parked and the job fails with why.
     worker = QueueWorker(
-        WorkerSettings(dsn=pg_dsn, models=no_model, config=CONFIG, sweep_cron=None, sink=sink)
+        WorkerSettings(
+            dsn=pg_dsn,
+            models=no_model,
+            config=CONFIG,
+            sweep_cron=None,
+            sink=sink,
+            max_attempts=1,
+        )
     )
     asyncio.run(worker.run(wait=False, install_signal_handlers=False))
     status = queue_status(pg_dsn)
     assert status.jobs == {"failed": 1}
-    assert status.pending_sessions == 1  # the turn is kept, for the sweeper to defer again
+    assert status.pending_sessions == 1  # the turn is kept, for a newer turn or a retry
     [failed] = status.failed_jobs
     assert failed["dir_id"] == "dir-x"
-    assert failed["reason"] == "RuntimeError: no model configured (injected)"
+    assert "session s1: RuntimeError: no model configured (injected)" in failed["reason"]
     assert [e.fields["dir_id"] for e in sink.events if e.name == "queue.job_failed"] == ["dir-x"]
     from memdir._cli._queue import _render
 
-    assert "dir-x: RuntimeError: no model configured" in _render(status)
+    assert "session s1: RuntimeError: no model configured" in _render(status)
 
 
 def test_a_turn_queued_behind_a_dead_job_runs_once_the_sweeper_fails_it(pg_dsn):

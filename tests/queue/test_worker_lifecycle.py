@@ -328,8 +328,10 @@ def test_runs_remove_their_checkouts(pg_dsn, tmp_path):
     failing = QueueWorker(
         WorkerSettings(dsn=pg_dsn, models=broken, config=CONFIG, scratch=tmp_path)
     )
-    with pytest.raises(RuntimeError, match="no model here"):
-        asyncio.run(failing.extract("dc"))
+    # A session that cannot start fails alone (not the job): its checkout goes too.
+    [outcome] = asyncio.run(failing.extract("dc")).sessions
+    assert outcome.outcome == "failed"
+    assert outcome.error == "RuntimeError: no model here"
     assert _scratch_of(tmp_path) == []
 
 

@@ -11,14 +11,16 @@ the next worker.
 
 Also here: the connection settings that keep a worker's transactions from holding locks
 for long (:func:`configure_connection`), and the scratch folders runs check directories
-out into, named with the worker's pid so a later worker can remove what a killed one
-left (:func:`remove_stale_scratch`).
+out into, each holding an flock on a file inside it while in use, so a later worker can
+remove what a killed one left and never what a live one uses
+(:func:`remove_stale_scratch`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import re
@@ -47,6 +49,7 @@ __all__ = [
     "life_connector",
     "logger",
     "make_scratch",
+    "remove_scratch",
     "remove_stale_scratch",
     "run_life",
     "scratch_prefix",
@@ -97,17 +100,67 @@ def scratch_prefix(pid: int | None = None) -> str:
     return f"{SCRATCH_PREFIX}{os.getpid() if pid is None else pid}@{_host()}-"
 
 
+SCRATCH_LOCK = ".in-use"
+"""The file inside a scratch folder its worker holds an flock on while the folder is
+in use; the kernel drops the lock when the process ends, however it ends."""
+
+_HELD: dict[Path, int] = {}
+"""This process's scratch folders in use, with the descriptor holding each one's lock."""
+
+
 def make_scratch(base: Path | None) -> Path:
-    """A new scratch folder for one run, named after this process (see
-    :func:`remove_stale_scratch`)."""
-    return Path(tempfile.mkdtemp(prefix=scratch_prefix(), dir=base))
+    """A new scratch folder for one run, named after this process, locked until
+    :func:`remove_scratch` (see :func:`remove_stale_scratch`)."""
+    # Locked under a name no cleaner matches, then renamed: a cleaner never sees the
+    # folder without its lock held.
+    making = Path(tempfile.mkdtemp(prefix=f".{scratch_prefix()}", dir=base))
+    fd = os.open(making / SCRATCH_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        scratch = making.with_name(making.name[1:])
+        os.rename(making, scratch)
+    except BaseException:
+        os.close(fd)
+        shutil.rmtree(making, ignore_errors=True)
+        raise
+    _HELD[scratch] = fd
+    return scratch
+
+
+def remove_scratch(scratch: Path) -> None:
+    """Remove a folder :func:`make_scratch` made and release its lock (after removing:
+    a cleaner must not find it unlocked while it is still being used)."""
+    shutil.rmtree(scratch, ignore_errors=True)
+    fd = _HELD.pop(scratch, None)
+    if fd is not None:
+        os.close(fd)
+
+
+def _in_use(folder: Path, pid: int) -> bool:
+    """Whether a process still uses a scratch folder: its lock file is locked. A pid is
+    no proof (containers sharing ``/tmp`` under one hostname each have their own pids);
+    only a folder without a lock file (made by a version without locks) falls back on
+    the pid."""
+    try:
+        fd = os.open(folder / SCRATCH_LOCK, os.O_RDWR)
+    except FileNotFoundError:
+        return _alive(pid)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # releases the probe's own lock
+    return False
 
 
 def remove_stale_scratch(base: Path | None) -> int:
     """Remove the scratch folders of workers that are gone (a SIGKILL runs no cleanup);
-    returns how many. Only folders named by :func:`make_scratch` whose pid is dead:
-    a live worker's runs, another host's, and anything else in the folder are left
-    alone."""
+    returns how many. Only folders named by :func:`make_scratch` on this host whose lock
+    nobody holds: a live worker's runs, another host's, and anything else in the folder
+    are left alone."""
     where = base if base is not None else Path(tempfile.gettempdir())
     removed = 0
     host = _host()
@@ -116,7 +169,7 @@ def remove_stale_scratch(base: Path | None) -> int:
             found = _SCRATCH_RE.match(entry.name)
             if found is None or found.group(2) != host or not entry.is_dir():
                 continue
-            if _alive(int(found.group(1))):
+            if entry in _HELD or _in_use(entry, int(found.group(1))):
                 continue
             shutil.rmtree(entry, ignore_errors=True)
             removed += 1

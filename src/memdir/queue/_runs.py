@@ -39,6 +39,7 @@ __all__ = [
     "SessionsParkedError",
     "changed_files",
     "failure_reason",
+    "merge_index",
     "read_session",
     "unpark",
 ]
@@ -97,8 +98,12 @@ _NEW = (
 )
 _BACK = (
     "SELECT seq, body FROM memdir_messages WHERE dir_id = %s AND session = %s "
-    "AND seq <= %s ORDER BY seq DESC LIMIT %s"
+    "AND seq <= %s AND body->>'role' NOT IN ('system', 'developer') "
+    "ORDER BY seq DESC LIMIT %s"
 )
+"""A page back from the cursor, without the pinned system or developer messages (read
+by ``_PINNED``): pruning keeps those below the context, so a page that counted them
+could walk down to seq 1 across a pruned gap and call the read whole."""
 _PINNED = (
     "SELECT seq, body FROM memdir_messages WHERE dir_id = %s AND session = %s "
     "AND seq < %s AND body->>'role' IN ('system', 'developer') ORDER BY seq LIMIT %s"
@@ -205,6 +210,28 @@ def changed_files(root: Path, baseline: Mapping[str, str]) -> list[tuple[str, by
             out.append((path, content, mtime))
     out.extend((path, None, 0.0) for path in sorted(baseline.keys() - seen))
     return out
+
+
+def merge_index(base: bytes, mine: bytes, committed: bytes) -> bytes:
+    """The index (``MEMORY.md``) a session commits when another session's commit
+    changed it since this session's checkout: the committed index with this session's
+    own edits applied, line by line (lines it added, appended; lines it removed,
+    dropped). The index is one line per memory file, each written with its file, so
+    lines are independent: the result lists exactly the committed sessions' memories,
+    and never a line for a memory still only in another session's working copy."""
+    base_lines = set(base.decode("utf-8", "replace").splitlines())
+    mine_lines = mine.decode("utf-8", "replace").splitlines()
+    mine_set = set(mine_lines)
+    removed = {line for line in base_lines - mine_set if line.strip()}
+    out = [
+        line for line in committed.decode("utf-8", "replace").splitlines() if line not in removed
+    ]
+    present = set(out)
+    for line in mine_lines:
+        if line not in base_lines and line not in present:
+            out.append(line)
+            present.add(line)
+    return ("\n".join(out) + "\n").encode() if out else b""
 
 
 def failure_reason(session: str, error: str, attempts: int) -> str:

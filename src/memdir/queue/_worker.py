@@ -2,13 +2,16 @@
 
 A job reads the directory's pending rows (one per session with an unprocessed turn,
 and of each session only the messages after its cursor and the context a run needs,
-see :mod:`memdir.queue._runs`) and checks the directory out at generation *G* into a
-scratch folder. There it runs memdir's own :class:`~memdir.MemoryExtractor` for each
-session at once, restored to the session's cursor, exactly as one machine would (fork
-with the host's shipped request, or the standalone request). As each session's run
-ends, one transaction compares-and-swaps the generation (*G*, then what the job's
-previous commit left), writes the files changed since, moves that session's cursor,
-and deletes its pending row only if its version is the one read: a turn that arrived
+see :mod:`memdir.queue._runs`) at generation *G*. Each session gets its own working copy
+of the directory in a scratch folder, and memdir's own :class:`~memdir.MemoryExtractor`
+runs there for each session at once, restored to the session's cursor, as one machine
+would (fork with the host's shipped request, or the standalone request). As each
+session's run ends, one transaction compares-and-swaps the generation (*G*, then what
+the job's previous commit left), writes the files *that session* changed (rebased onto
+the job's earlier commits: the index merged by lines, another file changed by both a
+clash that re-runs the later session), moves that session's cursor, and deletes its
+pending row only if its version is the one read and the run covered it to the end
+(a run cut short keeps the rest pending, with a retry): a turn that arrived
 during the run keeps its row, and the job that turn deferred (allowed, since this one
 is ``doing``, not ``todo``) runs it next. The commits of one job take turns; the
 directory's lock keeps other jobs out, so while a run goes on, turns arriving for the
@@ -31,7 +34,6 @@ import asyncio
 import contextlib
 import os
 import posixpath
-import shutil
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
@@ -65,6 +67,7 @@ from memdir.queue._lifecycle import (
     life_connector,
     logger,
     make_scratch,
+    remove_scratch,
     remove_stale_scratch,
     run_life,
     watch_database,
@@ -76,6 +79,7 @@ from memdir.queue._runs import (
     SessionsParkedError,
     changed_files,
     failure_reason,
+    merge_index,
     read_session,
 )
 from memdir.queue._schema import check_schema
@@ -254,9 +258,89 @@ class _Commits:
     generation: int
     files: dict[str, str]
     """What the database holds now, path → sha256: a commit writes what differs."""
+    contents: dict[str, tuple[bytes, float]]
+    """What the database holds now, path → (content, mtime): a session starting later
+    checks this out."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     conflict: bool = False
     db_seconds: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Copy:
+    """One session's own working copy: a session's commit carries what *it* wrote, never
+    what a session still running has written so far (which would then be committed
+    without that session's cursor, and written again when its turns are re-run)."""
+
+    root: Path
+    inode: tuple[int, int]
+    """(device, inode) of ``root`` at checkout: a copy removed or replaced under a run
+    (another process cleaning scratch folders) must not read as every memory deleted."""
+    base: dict[str, str]
+    """path → sha256 as checked out: what the session changed is what differs."""
+    base_contents: dict[str, bytes]
+    """The indexes as checked out (the private one, the team's), to merge this session's
+    index edits onto newer ones."""
+
+    def intact(self) -> bool:
+        try:
+            found = os.stat(self.root)
+        except OSError:
+            return False
+        return (found.st_dev, found.st_ino) == self.inode
+
+
+def _check_out(where: Path, dir_id: str, rows: list[tuple[str, bytes, str, float]]) -> _Copy:
+    """A working copy of ``rows`` (what the database holds now, taken on the event loop:
+    a commit may change the job's state while this runs in a thread), for one session."""
+    where.mkdir(mode=0o700)
+    root = where / "memory"
+    root.mkdir(mode=0o700)
+    write_checkout(root, dir_id, 0, rows)
+    found = os.stat(root)
+    return _Copy(
+        root=root,
+        inode=(found.st_dev, found.st_ino),
+        base={path: digest for path, _, digest, _ in rows},
+        base_contents={path: content for path, content, _, _ in rows if _is_index(path)},
+    )
+
+
+_CLASH = "clash"
+
+
+def _is_index(path: str) -> bool:
+    return posixpath.basename(path) == ENTRYPOINT_NAME
+
+
+def _rebase(copy: _Copy, state: _Commits) -> list[tuple[str, bytes | None, float]] | str:
+    """What one session changed in its copy, onto what the database holds now: a file no
+    other commit touched since its checkout goes as it is; the index is merged by lines
+    (:func:`~memdir.queue._runs.merge_index`); another file changed by both is a clash
+    (``_CLASH``): the session's commit is refused and its turns run again."""
+    if not copy.intact():
+        raise _VanishedError
+    out: list[tuple[str, bytes | None, float]] = []
+    for path, content, mtime in changed_files(copy.root, copy.base):
+        committed = state.files.get(path)
+        if committed == copy.base.get(path):
+            out.append((path, content, mtime))
+        elif content is not None and committed == sha256(content):
+            continue  # the same bytes are committed already
+        elif _is_index(path) and content is not None:
+            now = state.contents[path][0] if path in state.contents else b""
+            merged = merge_index(copy.base_contents.get(path, b""), content, now)
+            if sha256(merged) != committed:
+                out.append((path, merged, mtime))
+        else:
+            return _CLASH
+    if not copy.intact():  # removed while it was being read: what was read is partial
+        raise _VanishedError
+    return out
+
+
+class _VanishedError(Exception):
+    """A session's working copy is gone or replaced: its run's writes are unknown."""
 
 
 class QueueWorker:
@@ -489,16 +573,21 @@ class QueueWorker:
     async def extract(self, dir_id: str, *, job_id: int | None = None) -> DirRun:
         """Run the directory's pending turns and commit them, fenced by the generation.
 
-        The directory's sessions run at once, in one working copy, as they would on one
-        machine; each commits as soon as its run ends, so a session whose run hangs
-        holds back none of the others (it is cancelled at ``run_timeout``)."""
+        The directory's sessions run at once, each in its own working copy of what the
+        database held when it started; each commits as soon as its run ends, only what
+        it changed itself, so a session whose run hangs holds back none of the others
+        (it is cancelled at ``run_timeout``), and a session refused or re-run later
+        never finds its memories committed already by another's commit."""
         settings = self.settings
         started = time.monotonic()
         scratch = make_scratch(settings.scratch)
-        root = scratch / "memory"
-        root.mkdir(mode=0o700)
+        tasks: list[asyncio.Task[DirRun]] = []
+        announced: int | None = None  # the generation extract.started went out with
         try:
-            snapshot, pendings, started_at = await self._snapshot(dir_id, root)
+            generation, rows, pendings, started_at = await self._snapshot(dir_id)
+            snapshot = Checkout(
+                dir_id=dir_id, generation=generation, files={r[0]: r[2] for r in rows}
+            )
             read_seconds = time.monotonic() - started
             if not pendings:
                 return DirRun(
@@ -515,22 +604,42 @@ class QueueWorker:
                 sessions=len(pendings),
                 worker=settings.name,
             )
-            state = _Commits(generation=snapshot.generation, files=dict(snapshot.files))
+            announced = snapshot.generation
+            state = _Commits(
+                generation=snapshot.generation,
+                files=dict(snapshot.files),
+                contents={path: (content, mtime) for path, content, _, mtime in rows},
+            )
             state.db_seconds = read_seconds
             running: set[str] = set()
             failed: set[str] = set()
             ended = asyncio.Event()
-            tasks: list[asyncio.Task[DirRun]] = []
 
-            async def one(pending: _Pending) -> DirRun:
+            async def one(pending: _Pending, where: Path) -> DirRun:
                 try:
-                    outcome, events = await self._run_session(root, pending)
+                    copy: _Copy | None = None
+                    try:
+                        current = [
+                            (path, state.contents[path][0], digest, state.contents[path][1])
+                            for path, digest in state.files.items()
+                        ]
+                        copy = await asyncio.to_thread(_check_out, where, dir_id, current)
+                        outcome, events = await self._run_session(copy.root, pending)
+                    except Exception as exc:
+                        # A session that cannot even start (its model, its stored
+                        # parameters) fails alone, counted as an attempt so it parks
+                        # after max_attempts; the directory's other sessions go on.
+                        logger.warning("session %s of %s failed: %r", pending.session, dir_id, exc)
+                        outcome, events = _setup_failed(pending, exc), []
                     async with state.lock:
                         begun = time.monotonic()
-                        run = await self._commit(state, root, pending, outcome, started_at, job_id)
+                        run = await self._commit(state, copy, pending, outcome, started_at, job_id)
                         state.db_seconds += time.monotonic() - begun
-                    if outcome.outcome == "failed":
-                        failed.add(pending.session)  # its retry waits its backoff
+                    done = run.sessions[0]
+                    if done.error is not None or not (run.committed or run.conflict):
+                        # Failed, cut short or clashed: its retry job takes it up after
+                        # the backoff, not this job at once.
+                        failed.add(pending.session)
                     self._report(run, [(outcome, events)], started)
                     return run
                 finally:
@@ -542,7 +651,8 @@ class QueueWorker:
 
                     def start(pending: _Pending) -> None:
                         running.add(pending.session)
-                        tasks.append(group.create_task(one(pending)))
+                        where = scratch / f"s{len(tasks)}"
+                        tasks.append(group.create_task(one(pending, where)))
 
                     for pending in pendings:
                         start(pending)
@@ -567,8 +677,32 @@ class QueueWorker:
                 # A commit that raised (the database gone) cancelled the other runs: say
                 # why in the job's own terms, not the group's.
                 raise group_failed.exceptions[0] from None
+        except asyncio.CancelledError:
+            if announced is not None:
+                # Stopped (SIGTERM, the database lost, the job's deadline): the job ends
+                # here all the same, for whoever pairs extract.started with its end.
+                done = [
+                    t.result()
+                    for t in tasks
+                    if t.done() and not t.cancelled() and t.exception() is None
+                ]
+                emit(
+                    settings.sink,
+                    "extract.finished",
+                    dir_id=dir_id,
+                    generation=announced,
+                    commits=sum(r.commits for r in done),
+                    conflict=any(r.conflict for r in done),
+                    cancelled=True,
+                    duration_ms=int((time.monotonic() - started) * 1000),
+                    worker=settings.name,
+                )
+            raise
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            # Off the event loop: a large checkout takes a while to remove, and the
+            # worker's other jobs and heartbeats go on meanwhile. Shielded so a cancelled
+            # job still removes its folder (and releases its lock) before it ends.
+            await asyncio.shield(asyncio.to_thread(remove_scratch, scratch))
         runs = [task.result() for task in tasks]
         # The job's end: its runs ran side by side, each committed on its own
         # (extract.committed, one per session); between extract.started and this, no
@@ -608,11 +742,13 @@ class QueueWorker:
         discarded."""
         settings = self.settings
         dir_id = run.dir_id
-        discarded = {"discarded": True} if run.conflict else {}
+        discarded = {} if run.committed else {"discarded": True}
         for outcome, events in reports:
             for event in events:
                 tags = {"dir_id": dir_id, "session": outcome.session, **discarded}
                 emit(settings.sink, event.name, **{**event.fields, **tags})
+        if not (run.committed or run.conflict):
+            return  # a clash: extract.clash said so, and the session runs again
         emit(
             settings.sink,
             "extract.conflict" if run.conflict else "extract.committed",
@@ -671,7 +807,9 @@ class QueueWorker:
                 )(conn)
                 yield conn
 
-    async def _snapshot(self, dir_id: str, root: Path) -> tuple[Checkout, list[_Pending], Any]:
+    async def _snapshot(
+        self, dir_id: str
+    ) -> tuple[int, list[tuple[str, bytes, str, float]], list[_Pending], Any]:
         async with self._connection() as conn, conn.transaction():
             # One consistent view of files, generation, cursors and pending rows.
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -685,10 +823,8 @@ class QueueWorker:
             clock, generation = head if head else (None, None)
             files = await (await conn.execute(FILES_SQL, (dir_id,))).fetchall()
             pendings = await self._read_pendings(conn, dir_id, ())
-        snapshot = await asyncio.to_thread(
-            write_checkout, root, dir_id, int(generation or 0), files
-        )
-        return snapshot, pendings, clock
+        rows = [(path, bytes(content), digest, mtime) for path, content, digest, mtime in files]
+        return int(generation or 0), rows, pendings, clock
 
     async def _read_pendings(
         self, conn: psycopg.AsyncConnection[Any], dir_id: str, skip: Collection[str]
@@ -826,6 +962,8 @@ class QueueWorker:
                 outcome="skipped" if outcome.status == "skipped" else "ran",
                 from_seq=first,
                 to_seq=read.seq_before(end),
+                # Set when the run was cut short after covering some of the turns.
+                error=outcome.error if outcome.status == "ran" else None,
                 covered_at=covered_at if covered_at is not None else time.time(),
                 rows_read=read.rows,
             )
@@ -834,17 +972,18 @@ class QueueWorker:
     async def _commit(
         self,
         state: _Commits,
-        root: Path,
+        copy: _Copy | None,
         pending: _Pending,
         outcome: SessionOutcome,
         started_at: Any,
         job_id: int | None,
     ) -> DirRun:
-        """One session's run: the working copy's changes since the job's last commit,
-        the session's cursor and pending row, fenced by the generation that commit left
-        (the caller holds ``state.lock``). The working copy is shared with the sessions
-        still running: what they wrote so far goes too, as it would be on one
-        machine's disk, and their own commits then carry only what follows."""
+        """One session's run: what it changed in its own working copy, onto what the
+        job's earlier commits left (:func:`_rebase`), with the session's cursor and
+        pending row, fenced by the generation those commits left (the caller holds
+        ``state.lock``). A failed run commits no files: its turns run again, and would
+        write them again. A working copy that vanished fails the run instead of reading
+        as every memory deleted."""
         dir_id = pending.dir_id
         generation = state.generation
         refused = DirRun(
@@ -856,7 +995,22 @@ class QueueWorker:
         )
         if state.conflict:
             return refused
-        files = await asyncio.to_thread(changed_files, root, state.files)
+        files: list[tuple[str, bytes | None, float]] = []
+        if copy is not None and outcome.outcome != "failed":
+            try:
+                rebased = await asyncio.to_thread(_rebase, copy, state)
+            except _VanishedError:
+                outcome = _failed(outcome, "its working copy was removed during the run")
+                rebased = []
+            if isinstance(rebased, str):
+                # Another session of this job changed a file this one changed too:
+                # nothing of this run is committed, its turns run again from the
+                # committed state (no attempt counted: nothing failed).
+                await self._retry_clash(dir_id, pending.session)
+                return DirRun(
+                    dir_id=dir_id, generation=generation, committed=False, sessions=(outcome,)
+                )
+            files = rebased
         async with self._connection() as conn, conn.transaction():
             fenced = await (
                 await conn.execute(
@@ -878,11 +1032,13 @@ class QueueWorker:
             if retry_attempt:
                 await self._defer_retry(conn, dir_id, retry_attempt)
         state.generation = generation + 1
-        for path, content, _ in files:
+        for path, content, mtime in files:
             if content is None:
                 state.files.pop(path, None)
+                state.contents.pop(path, None)
             else:
                 state.files[path] = sha256(content)
+                state.contents[path] = (content, mtime)
         return DirRun(
             dir_id=dir_id,
             generation=generation,
@@ -897,6 +1053,12 @@ class QueueWorker:
             commits=1,
             parked=(parked,) if parked is not None else (),
         )
+
+    async def _retry_clash(self, dir_id: str, session: str) -> None:
+        """A retry job for a session whose commit clashed with another's."""
+        emit(self.settings.sink, "extract.clash", dir_id=dir_id, session=session)
+        async with self._connection() as conn, conn.transaction():
+            await self._defer_retry(conn, dir_id, 1)
 
     async def _commit_session(
         self,
@@ -983,6 +1145,18 @@ class QueueWorker:
                         started_at,
                     ),
                 )
+        if (
+            outcome.outcome == "ran"
+            and outcome.error is not None
+            and outcome.to_seq < pending.upto_seq
+        ):
+            # Cut short after covering part of its turns (a chunk timed out or failed):
+            # the cursor moved, the rest stays pending and is retried.
+            await conn.execute(
+                "UPDATE memdir_pending SET last_error = %s WHERE dir_id = %s AND session = %s",
+                (outcome.error, *keys),
+            )
+            return 1, None
         # Only the row this run read: a newer turn bumped the version and stays, with
         # the turns it adds.
         deleted = await conn.execute(
@@ -1035,6 +1209,29 @@ class QueueWorker:
             attempt=attempt,
             delay_seconds=delay,
         )
+
+
+def _setup_failed(pending: _Pending, exc: Exception) -> SessionOutcome:
+    """The outcome of a session whose run could not start."""
+    return SessionOutcome(
+        session=pending.session,
+        outcome="failed",
+        from_seq=pending.cursor_seq + 1,
+        to_seq=pending.cursor_seq,
+        error=f"{type(exc).__name__}: {exc}"[:500],
+    )
+
+
+def _failed(outcome: SessionOutcome, error: str) -> SessionOutcome:
+    """``outcome`` turned into a failure that commits nothing."""
+    return SessionOutcome(
+        session=outcome.session,
+        outcome="failed",
+        from_seq=outcome.from_seq,
+        to_seq=outcome.from_seq - 1,
+        error=error,
+        rows_read=outcome.rows_read,
+    )
 
 
 async def _write_files(
