@@ -22,8 +22,8 @@ from memdir._cli import cli
 from memdir._cli._queue import sync_command
 from memdir.extract import TurnContext
 from memdir.queue import QueueExtractor, QueueWorker, WorkerSettings, _sync, sync_dir
+from memdir.queue._runs import merge_index
 from memdir.queue._store import sha256
-from memdir.queue._sync import merge_index
 from tests.queue._helpers import CONFIG, conversation, one, saving_model
 
 _INDEX = (

@@ -37,6 +37,7 @@ import psycopg
 
 from memdir._private import make_private_dirs
 from memdir.queue._app import CONNECT_TIMEOUT
+from memdir.queue._runs import merge_index
 from memdir.queue._store import (
     SYNC_BASE_NAME,
     _index_lock,
@@ -103,19 +104,6 @@ def _read_base(target: Path, dir_id: str) -> _Base | None:
         files={str(k): str(v) for k, v in files.items()},
         index=str(data.get("index", "")).encode("utf-8"),
     )
-
-
-def merge_index(base: bytes, ours: bytes, theirs: bytes) -> bytes:
-    """``MEMORY.md`` merged by lines: ``theirs`` (the database's), less the lines ``ours``
-    (the folder's) removed since ``base``, plus the lines it added, in its order."""
-    base_lines = base.decode("utf-8", "replace").splitlines()
-    our_lines = ours.decode("utf-8", "replace").splitlines()
-    their_lines = theirs.decode("utf-8", "replace").splitlines()
-    removed = set(base_lines) - set(our_lines)
-    added = [line for line in our_lines if line not in base_lines and line not in their_lines]
-    merged = [line for line in their_lines if line not in removed or not line.strip()]
-    merged += added
-    return ("\n".join(merged) + "\n").encode("utf-8") if merged else b""
 
 
 def sync_dir(dsn: str, dir_id: str, target: Path) -> SyncResult:
