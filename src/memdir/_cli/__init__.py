@@ -14,6 +14,7 @@ from memdir._cli._install import doctor_command, install_group, log_command
 from memdir._cli._manage import dir_command, ls_command, show_command
 from memdir._cli._queue import queue_group, sync_command, worker_command
 from memdir._cli._recall import prompt_command, recall_command
+from memdir._cli._rules import rules_group
 from memdir._cli._search import search_command
 from memdir._cli._watch import watch_command
 
@@ -53,6 +54,7 @@ for command in (
     worker_command,
     queue_group,
     sync_command,
+    rules_group,
 ):
     if command.callback is not None:
         command.callback = guarded(command.callback)

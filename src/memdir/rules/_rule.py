@@ -117,13 +117,16 @@ def rules_from_frontmatter(
     """The rules a memory's frontmatter states; None when it states none (no ``rule`` or
     ``rules`` key), ``[]`` when it says there are none (``rule: none``) or none can be
     checked. Only feedback memories carry rules: anything else is prose."""
-    if "rule" in frontmatter:
-        raw: object = frontmatter["rule"]
-    elif "rules" in frontmatter:
-        raw = frontmatter["rules"]
+    # Claude Code's current layout keeps `type` under `metadata`; a rule may sit there too.
+    metadata = frontmatter.get("metadata")
+    nested: Mapping[str, Any] = metadata if isinstance(metadata, Mapping) else {}
+    for source in (frontmatter, nested):
+        if "rule" in source or "rules" in source:
+            raw: object = source["rule"] if "rule" in source else source["rules"]
+            break
     else:
         return None
-    if frontmatter.get("type") != "feedback":
+    if frontmatter.get("type", nested.get("type")) != "feedback":
         return []
     raw = _flow(raw)
     entries = raw if isinstance(raw, list) else [raw]
