@@ -148,9 +148,7 @@ def set_enabled(memory_root: str | os.PathLike[str], rule_id: str, enabled: bool
     Raises :class:`LookupError` when no rule, or more than one, has that id."""
     root = Path(memory_root)
     rules = load_rules(root)
-    chosen = [r for r in rules if r.id == rule_id] or [
-        r for r in rules if r.id.startswith(rule_id)
-    ]
+    chosen = [r for r in rules if r.id == rule_id] or [r for r in rules if r.id.startswith(rule_id)]
     if len(chosen) != 1:
         what = "no rule" if not chosen else f"{len(chosen)} rules"
         raise LookupError(f"{what} with id {rule_id!r}; `memdir rules` lists them")

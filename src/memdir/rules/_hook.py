@@ -80,7 +80,9 @@ def _memory_roots(payload: Mapping[str, Any], chosen: Sequence[str]) -> list[Pat
     return [default_memory_dir(cwd if isinstance(cwd, str) and cwd else os.getcwd())]
 
 
-def check_payload(payload: Mapping[str, Any], memory_dirs: Sequence[str] = ()) -> dict[str, Any] | None:
+def check_payload(
+    payload: Mapping[str, Any], memory_dirs: Sequence[str] = ()
+) -> dict[str, Any] | None:
     """Check one PreToolUse input against the rules of each memory folder (the project's
     by default; its ``team/`` folder included), record what fired, and return the answer."""
     if payload.get("hook_event_name", "PreToolUse") != "PreToolUse":
@@ -123,7 +125,9 @@ def _options(argv: Sequence[str]) -> list[str] | None:
     return chosen
 
 
-def hook_main(argv: Sequence[str], stdin: TextIO | None = None, stdout: TextIO | None = None) -> bool:
+def hook_main(
+    argv: Sequence[str], stdin: TextIO | None = None, stdout: TextIO | None = None
+) -> bool:
     """Run the hook; False when ``argv`` holds something this fast path does not know
     (``--help``), for the full command line to handle."""
     chosen = _options(argv)

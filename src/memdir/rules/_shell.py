@@ -248,7 +248,9 @@ def _scripts(name: str, args: list[Word]) -> list[str]:
         if word is None:
             return []
         if word.startswith("-") and not word.startswith("--") and "c" in word[1:]:
-            script = next((w for w in args[index + 1 :] if w is None or not w.startswith("-")), None)
+            script = next(
+                (w for w in args[index + 1 :] if w is None or not w.startswith("-")), None
+            )
             return [script] if script is not None else []
         if not word.startswith(("-", "+")):
             return []  # a script file, not a string
