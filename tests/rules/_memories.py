@@ -7,7 +7,7 @@ from pathlib import Path
 PNPM = """\
 ---
 name: pnpm, never npm
-description: We use pnpm in this repo, never npm: npm writes a package-lock.json that breaks the workspace.
+description: We use pnpm in this repo, never npm: npm writes a package-lock.json.
 type: feedback
 rule: {tool: Bash, match: "npm", action: deny, instead: "pnpm install"}
 ---

@@ -122,7 +122,8 @@ def test_switching_off_sticks_when_the_memory_is_read_again(tmp_path: Path) -> N
     path.write_text(PNPM + "\nMore.\n", encoding="utf-8")
     bump(path)
     (again,) = load_rules(tmp_path)
-    assert again.id == rule.id and not again.enabled
+    assert again.id == rule.id
+    assert not again.enabled
     assert set_enabled(tmp_path, rule.id, True).enabled
     assert load_rules(tmp_path)[0].enabled
 

@@ -54,7 +54,8 @@ def test_a_denying_rule_answers_deny_with_the_memorys_words(tmp_path: Path) -> N
     (firing,) = read_firings(tmp_path)
     assert firing["memory"] == "feedback_pnpm.md"
     assert firing["stopped"] == "cd web && npm install"
-    assert firing["action"] == "deny" and firing["session_id"] == "s-1"
+    assert firing["action"] == "deny"
+    assert firing["session_id"] == "s-1"
 
 
 def test_an_allowed_call_gets_no_answer(tmp_path: Path) -> None:

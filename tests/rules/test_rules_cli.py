@@ -32,24 +32,33 @@ def test_list_test_off_on(tmp_path: Path) -> None:
     where = ("--memory-dir", str(memory))
 
     code, out = run("rules", *where)
-    assert code == 0 and rule.id in out and "deny" in out and "feedback_pnpm.md" in out
+    assert code == 0
+    assert rule.id in out
+    assert "deny" in out
+    assert "feedback_pnpm.md" in out
     code, out = run("rules", *where, "--json")
     assert code == 0
     (listed,) = json.loads(out)
-    assert listed["match"] == "npm" and listed["enabled"] and listed["fired"] == 0
+    assert listed["match"] == "npm"
+    assert listed["enabled"]
+    assert listed["fired"] == 0
 
     code, out = run("rules", "test", "sudo npm install", *where)
-    assert code == 1 and rule.id in out and "never npm" in out
+    assert code == 1
+    assert rule.id in out
+    assert "never npm" in out
     assert run("rules", "test", "pnpm install", *where) == (0, "No rule fires.\n")
 
     code, out = run("rules", "off", rule.id, *where)
-    assert code == 0 and " off " in out
+    assert code == 0
+    assert " off " in out
     assert run("rules", "test", "npm install", *where)[0] == 0
     assert run("rules", "--memory-dir", str(memory), "on", rule.id)[0] == 0
     assert run("rules", "test", "npm install", *where)[0] == 1
 
     code, out = run("rules", "off", "nope", *where)
-    assert code == 2 and "no rule" in out
+    assert code == 2
+    assert "no rule" in out
 
 
 def test_install_offers_the_pre_tool_use_hook(tmp_path: Path) -> None:

@@ -174,7 +174,7 @@ def record_firings(
         return
     path = Path(memory_root) / FIRINGS_NAME
     make_private_dirs(path.parent)
-    at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     lines = "".join(
         json.dumps(
             {

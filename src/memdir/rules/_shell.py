@@ -94,9 +94,7 @@ def _argv(node: Node) -> list[Word]:
     argv: list[Word] = []
     for index, child in enumerate(node.children):
         role = node.field_name_for_child(index)
-        if role == "name":
-            argv.append(_value(child))
-        elif role == "argument" and argv:
+        if role == "name" or (role == "argument" and argv):
             argv.append(_value(child))
     return argv
 
@@ -167,20 +165,40 @@ def _ansi_c(body: str) -> str:
 # Wrappers that run the rest of their words as a command, and for each, the options that take
 # the next word as their value (the command starts after them).
 _WRAPPERS: dict[str, frozenset[str]] = {
-    "sudo": frozenset("-u -g -h -p -C -D -r -t -U -T -R --user --group --host --prompt".split()),
-    "doas": frozenset("-u -C".split()),
-    "env": frozenset("-u -C -S --unset --chdir --split-string".split()),
+    "sudo": frozenset(
+        [
+            "-u",
+            "-g",
+            "-h",
+            "-p",
+            "-C",
+            "-D",
+            "-r",
+            "-t",
+            "-U",
+            "-T",
+            "-R",
+            "--user",
+            "--group",
+            "--host",
+            "--prompt",
+        ]
+    ),
+    "doas": frozenset(["-u", "-C"]),
+    "env": frozenset(["-u", "-C", "-S", "--unset", "--chdir", "--split-string"]),
     "command": frozenset(),
     "builtin": frozenset(),
-    "exec": frozenset("-a".split()),
+    "exec": frozenset(["-a"]),
     "nohup": frozenset(),
-    "time": frozenset("-f -o --format --output".split()),
-    "nice": frozenset("-n --adjustment".split()),
-    "ionice": frozenset("-c -n -p -t --class --classdata".split()),
+    "time": frozenset(["-f", "-o", "--format", "--output"]),
+    "nice": frozenset(["-n", "--adjustment"]),
+    "ionice": frozenset(["-c", "-n", "-p", "-t", "--class", "--classdata"]),
     "setsid": frozenset(),
-    "stdbuf": frozenset("-i -o -e".split()),
-    "timeout": frozenset("-s -k --signal --kill-after".split()),
-    "xargs": frozenset("-I -n -P -d -E -L -s -a --delimiter --max-args --max-procs".split()),
+    "stdbuf": frozenset(["-i", "-o", "-e"]),
+    "timeout": frozenset(["-s", "-k", "--signal", "--kill-after"]),
+    "xargs": frozenset(
+        ["-I", "-n", "-P", "-d", "-E", "-L", "-s", "-a", "--delimiter", "--max-args", "--max-procs"]
+    ),
     "chronic": frozenset(),
     "unbuffer": frozenset(),
     "caffeinate": frozenset(),
