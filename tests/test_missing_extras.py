@@ -33,6 +33,12 @@ CASES = [
         "openai-agents",
     ),
     Case(
+        "openai-agents rules guardrail",
+        ("agents",),
+        "import memdir.integrations.openai_agents_rules",
+        "openai-agents",
+    ),
+    Case(
         "pydantic-ai integration",
         ("pydantic_ai",),
         "import memdir.integrations.pydantic_ai",
