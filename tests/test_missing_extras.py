@@ -51,6 +51,12 @@ CASES = [
         "langchain",
     ),
     Case(
+        "langchain rules middleware",
+        ("langchain", "langchain_core"),
+        "import memdir.integrations.langchain_rules",
+        "langchain",
+    ),
+    Case(
         "anthropic memory tool",
         ("anthropic",),
         "import memdir.integrations.anthropic_memory",
