@@ -45,6 +45,12 @@ CASES = [
         "pydantic-ai",
     ),
     Case(
+        "pydantic-ai rules toolset",
+        ("pydantic_ai",),
+        "import memdir.integrations.pydantic_ai_rules",
+        "pydantic-ai",
+    ),
+    Case(
         "langchain integration",
         ("langchain", "langchain_core"),
         "import memdir.integrations.langchain",
