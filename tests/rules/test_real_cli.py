@@ -14,8 +14,10 @@ import memdir
 from memdir.messages import Message, ToolUseBlock
 from memdir.rules import load_rules, read_firings, set_enabled
 from memdir.rules._settings import RULES_MATCHER
-from memdir.testing import Reply
+from memdir.store import default_memory_dir
+from memdir.testing import FakeAnthropicServer, Reply
 from tests.claude_code._cli import ClaudeCli, memory_dir_in
+from tests.claude_code.test_hook_cli import wait_for_workers
 from tests.rules._memories import PNPM
 
 # The hook runs this checkout's memdir (Claude Code's environment has no PYTHONPATH).
@@ -133,3 +135,51 @@ def test_a_saved_correction_stops_the_mistake_next_session(claude_cli: ClaudeCli
     assert REASON not in ran
     assert len(read_firings(memory)) == 1
     assert json.loads((memory / ".memdir" / "rules.json").read_text())["off"] == [rule.id]
+
+
+def test_memdirs_memory_agent_saves_the_rule_with_the_correction(claude_cli: ClaudeCli) -> None:
+    """The same, with the memory saved by memdir's own Stop hook: its memory agent (a
+    scripted model) writes the feedback memory with the rule in the same Write."""
+    memory = default_memory_dir(claude_cli.project, env=claude_cli.env())
+
+    def memory_model(body: dict[str, Any]) -> Reply:
+        if tool_results(body):
+            return "Saved: pnpm, never npm."
+        write = ToolUseBlock(
+            id="toolu_memory_write",
+            name="Write",
+            input={"file_path": str(memory / "feedback_pnpm.md"), "content": MEMORY},
+        )
+        return Message(role="assistant", content=(write,))
+
+    with FakeAnthropicServer(handler=memory_model, min_cache_tokens=0) as memory_server:
+        stop = (
+            f"PYTHONPATH={_SOURCE} {shlex.quote(sys.executable)} -m memdir hook claude-code "
+            f"--model anthropic:claude-sonnet-5-5 --base-url {memory_server.base_url}"
+        )
+        settings = {
+            **SETTINGS,
+            "hooks": {
+                **SETTINGS["hooks"],
+                "Stop": [{"hooks": [{"type": "command", "command": stop}]}],
+            },
+        }
+        first = claude_cli.run(
+            "Don't use npm here: we use pnpm, never npm.",
+            replies=["Got it: pnpm."],
+            settings=settings,
+        )
+        assert first.transcript is not None
+        wait_for_workers(str(first.transcript))
+        memory_server.assert_no_errors()
+    (rule,) = load_rules(memory)
+    assert (rule.match, rule.action, rule.reason) == ("npm", "deny", REASON)
+
+    second = claude_cli.run(
+        "Install the dependencies.",
+        replies=steps(bash("npm install", 1), say("I'll use pnpm.")),
+        settings=SETTINGS,
+        args=ALLOW_BASH,
+    )
+    (denied,) = results_of(second.turns)
+    assert REASON in denied
