@@ -112,3 +112,18 @@ def test_the_command_answers_as_claude_code_runs_it(tmp_path: Path) -> None:
         check=True,
     )
     assert json.loads(done.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+def test_the_click_command_answers_the_same(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from memdir._cli import cli
+
+    write_memory(tmp_path, "feedback_pnpm.md", PNPM)
+    result = CliRunner().invoke(
+        cli,
+        ["hook", "pre-tool-use", "--memory-dir", str(tmp_path)],
+        input=json.dumps(payload(command="npm i")),
+    )
+    assert result.exit_code == 0
+    assert json.loads(result.output)["hookSpecificOutput"]["permissionDecision"] == "deny"
