@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import memdir
 from memdir.rules import read_firings
 from memdir.rules._hook import hook_main
@@ -127,3 +129,25 @@ def test_the_click_command_answers_the_same(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0
     assert json.loads(result.output)["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+def test_no_rule_applies_where_claude_codes_memory_is_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memdir.store import default_memory_dir
+
+    monkeypatch.delenv("MEMDIR_DIR", raising=False)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    project = tmp_path / "project"
+    project.mkdir()
+    write_memory(default_memory_dir(project), "feedback_pnpm.md", PNPM)
+    asked = json.dumps({**payload(command="npm i"), "cwd": str(project)})
+
+    def answer() -> str:
+        out = io.StringIO()
+        assert hook_main([], io.StringIO(asked), out)
+        return out.getvalue()
+
+    assert "deny" in answer()  # the folder found as Claude Code finds it
+    monkeypatch.setenv("CLAUDE_CODE_DISABLE_AUTO_MEMORY", "1")
+    assert answer() == ""

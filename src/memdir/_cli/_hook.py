@@ -103,8 +103,10 @@ def pre_tool_use_hook(memory_dirs: tuple[Path, ...]) -> None:
 
     `memdir install claude-code` adds it to Claude Code's settings. A rule that warns
     lets the call run and tells the model; each firing is recorded in
-    .memdir/rule_firings.jsonl in the memory folder. The hook never fails a call because
-    it could not check it: it says why on stderr and lets the call run.
+    .memdir/rule_firings.jsonl in the memory folder. Where Claude Code's memory is off
+    (autoMemoryEnabled false, CLAUDE_CODE_DISABLE_AUTO_MEMORY) no rule applies. The hook
+    never fails a call because it could not check it: it says why on stderr and lets the
+    call run.
     """
     from memdir.rules._hook import hook_main
 

@@ -74,10 +74,17 @@ def answer(hits: Sequence[Hit]) -> dict[str, Any] | None:
 def _memory_roots(payload: Mapping[str, Any], chosen: Sequence[str]) -> list[Path]:
     if chosen:
         return [Path(c).expanduser() for c in chosen]
-    from memdir.store import default_memory_dir
+    from memdir._claude_settings import memory_switched_off
 
     cwd = payload.get("cwd")
-    return [default_memory_dir(cwd if isinstance(cwd, str) and cwd else os.getcwd())]
+    project = cwd if isinstance(cwd, str) and cwd else os.getcwd()
+    # Rules are memories: where Claude Code loads no memory (autoMemoryEnabled false,
+    # CLAUDE_CODE_DISABLE_AUTO_MEMORY), none of them applies either.
+    if memory_switched_off(project) is not None:
+        return []
+    from memdir.store import default_memory_dir
+
+    return [default_memory_dir(project)]
 
 
 def check_payload(
