@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from pydantic_ai import Agent, FunctionToolset
@@ -48,7 +49,8 @@ def test_a_denied_call_does_not_run_and_the_model_is_told_why(tmp_path: Path) ->
 
     tools = RulesToolset(FunctionToolset([shell]), tmp_path, shell_tools={"shell": "cmd"})
     agent = Agent(FunctionModel(model), toolsets=[tools])
-    assert agent.run_sync("Install the dependencies.").output == "Installed with pnpm."
+    result = asyncio.run(agent.run("Install the dependencies."))
+    assert result.output == "Installed with pnpm."
 
     assert ran == ["pnpm i"]
     denied, ran_ok = retries
