@@ -33,15 +33,33 @@ CASES = [
         "openai-agents",
     ),
     Case(
+        "openai-agents rules guardrail",
+        ("agents",),
+        "import memdir.integrations.openai_agents_rules",
+        "openai-agents",
+    ),
+    Case(
         "pydantic-ai integration",
         ("pydantic_ai",),
         "import memdir.integrations.pydantic_ai",
         "pydantic-ai",
     ),
     Case(
+        "pydantic-ai rules toolset",
+        ("pydantic_ai",),
+        "import memdir.integrations.pydantic_ai_rules",
+        "pydantic-ai",
+    ),
+    Case(
         "langchain integration",
         ("langchain", "langchain_core"),
         "import memdir.integrations.langchain",
+        "langchain",
+    ),
+    Case(
+        "langchain rules middleware",
+        ("langchain", "langchain_core"),
+        "import memdir.integrations.langchain_rules",
         "langchain",
     ),
     Case(

@@ -19,6 +19,12 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         if run(args[2:]):
             return
+    if args[:2] == ["hook", "pre-tool-use"]:
+        # Claude Code waits for it before every tool call: the same short path.
+        from memdir.rules._hook import hook_main
+
+        if hook_main(args[2:]):
+            return
     try:
         from memdir._cli import cli
     except ModuleNotFoundError as exc:

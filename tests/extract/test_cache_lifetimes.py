@@ -17,6 +17,7 @@ from memdir.cost import model_family
 from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
 from memdir.extract._planner import (
     LONG_TTL_SECONDS,
+    OPENAI_CACHE_STEP,
     RequestShape,
     RunStats,
     estimate,
@@ -140,9 +141,14 @@ def test_own_requests_ask_openai_for_a_day_only_where_the_model_takes_it(
     else:
         assert cached[2] == 0
         assert last["estimate_note"] == "memdir's cache cold"
+    # The planner counts characters / 4, so it cannot tell on which side of one of
+    # OpenAI's 128-token cache steps the real cached prefix ends: one step, read instead of
+    # paid in full, is the error it may make on top of its 10%.
+    prices = model_family(model_name).prices
+    step = OPENAI_CACHE_STEP * (prices.input - prices.cache_read)
     for run in runs:
         estimated = run["estimated_cost_if_nothing_saved"]
-        assert estimated == pytest.approx(run["billed_cost"], rel=0.1)
+        assert estimated == pytest.approx(run["billed_cost"], rel=0.1, abs=step)
 
 
 def test_a_fork_sends_the_hosts_retention_and_adds_none(tmp_path: Path) -> None:

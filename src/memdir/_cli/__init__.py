@@ -15,6 +15,7 @@ from memdir._cli._manage import dir_command, ls_command, show_command
 from memdir._cli._promote import demote_command, promote_command
 from memdir._cli._queue import queue_group, sync_command, worker_command
 from memdir._cli._recall import prompt_command, recall_command
+from memdir._cli._rules import rules_group
 from memdir._cli._search import search_command
 from memdir._cli._watch import watch_command
 from memdir._cli._why import why_command
@@ -58,6 +59,7 @@ for command in (
     worker_command,
     queue_group,
     sync_command,
+    rules_group,
 ):
     if command.callback is not None:
         command.callback = guarded(command.callback)

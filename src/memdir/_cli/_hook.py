@@ -86,3 +86,29 @@ def claude_code_hook(
         mode=mode,
     )
     start(payload, options)
+
+
+@hook_group.command("pre-tool-use")
+@click.option(
+    "--memory-dir",
+    "memory_dirs",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="A memory folder whose rules apply (repeatable); default: Claude Code's for the "
+    "session's working directory.",
+)
+def pre_tool_use_hook(memory_dirs: tuple[Path, ...]) -> None:
+    """The Claude Code PreToolUse hook: stop a tool call that a feedback memory's rule
+    forbids, telling the model why in the memory's own words (`memdir rules` lists them).
+
+    `memdir install claude-code` adds it to Claude Code's settings. A rule that warns
+    lets the call run and tells the model; each firing is recorded in
+    .memdir/rule_firings.jsonl in the memory folder. Where Claude Code's memory is off
+    (autoMemoryEnabled false, CLAUDE_CODE_DISABLE_AUTO_MEMORY) no rule applies. The hook
+    never fails a call because it could not check it: it says why on stderr and lets the
+    call run.
+    """
+    from memdir.rules._hook import hook_main
+
+    argv = [part for d in memory_dirs for part in ("--memory-dir", str(d))]
+    hook_main(argv)

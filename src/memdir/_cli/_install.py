@@ -68,6 +68,12 @@ def install_group() -> None:
 )
 @project_option
 @click.option("--uninstall", is_flag=True, help="Remove memdir's hook (only memdir's).")
+@click.option(
+    "--rules",
+    is_flag=True,
+    help="Also add the PreToolUse hook that applies feedback memories' rules "
+    "(`memdir rules`) before each Bash, Edit or Write.",
+)
 @click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
 @click.option(
     "--user-layer",
@@ -78,7 +84,13 @@ def install_group() -> None:
 @json_option
 @guarded  # a subcommand: the group's registration does not wrap it
 def install_claude_code(
-    scope: str, project: Path, uninstall: bool, dry_run: bool, user_layer: bool, as_json: bool
+    scope: str,
+    project: Path,
+    uninstall: bool,
+    rules: bool,
+    dry_run: bool,
+    user_layer: bool,
+    as_json: bool,
 ) -> None:
     """Add memdir's Stop hook to Claude Code's settings, then check that it can work.
 
@@ -97,6 +109,14 @@ def install_claude_code(
     layer = _user_layer(uninstall=uninstall, dry_run=dry_run, quiet=as_json) if user_layer else None
     if layer is not None and uninstall:
         return
+    if uninstall or rules:
+        from memdir.rules._settings import install_rules_hook, rules_hook_command
+
+        rules_command = rules_hook_command() if rules and not uninstall else None
+        rules_changed, _ = install_rules_hook(path, rules_command, dry_run=dry_run)
+        if rules_changed and not as_json:
+            what = f"PreToolUse hook: {rules_command}" if rules_command else "rules hook removed"
+            click.echo(f"memdir: {path}: {what}")
     if uninstall:
         change = uninstall_hook(path, dry_run=dry_run)
         if as_json:

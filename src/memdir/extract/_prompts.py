@@ -152,7 +152,11 @@ Facts, not judgements; no personal details the work does not need."""
 _TYPE_FEEDBACK = """\
 - **feedback**: how they want the work done: corrections, and confirmed non-obvious \
 choices (saving only mistakes breeds needless caution). Body: the rule, then a \
-`**Why:**` line and a `**How to apply:**` line."""
+`**Why:**` line and a `**How to apply:**` line.
+  If it forbids a checkable action (a command, files not to edit), add a `rule:` \
+mapping to the frontmatter: `tool` (Bash, or Edit for files), `match` (the \
+program and its first words, like `npm`; or a path glob, like `dist/**`), `action` \
+(deny; warn for a preference) and `instead` (`pnpm`)."""
 
 _TYPE_PROJECT = """\
 - **project**: what code and git do not record: efforts, decisions and why, deadlines, \

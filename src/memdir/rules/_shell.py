@@ -1,0 +1,275 @@
+"""Every program a shell command line would run, as the shell would see it.
+
+The read-only gate (:mod:`memdir.tools._readonly`) asks "does this command only read?" and
+may refuse anything it does not understand. A rule asks the opposite question — "does this
+command run ``npm install`` anywhere?" — so it has to look everywhere instead: inside
+pipelines, ``;``/``&&`` chains, subshells, ``$(…)`` and backquotes, process substitutions,
+``if``/``for`` bodies and functions, behind ``env``/``sudo``/``command``/``nice``-style
+wrappers, inside ``bash -c '…'`` and ``eval``, and under any spelling of the program name
+that the shell would resolve the same way (``'npm'``, ``\\npm``, ``n""pm``, ``/usr/bin/npm``).
+
+It parses with the same tree-sitter-bash grammar as the gate, so quoting is undone the way
+bash undoes it. A word the shell would only know at run time (``$TOOL``, ``$(which npm)``)
+has no value here: it is ``None``, and cannot match a rule by itself; the commands inside a
+substitution are still found and matched on their own.
+"""
+
+from __future__ import annotations
+
+import codecs
+import posixpath
+import re
+import threading
+
+import tree_sitter_bash
+from tree_sitter import Language, Node, Parser
+
+__all__ = ["Glob", "Word", "invocations", "program_name"]
+
+_local = threading.local()
+
+_MAX_DEPTH = 4
+"""How many ``bash -c``/``eval`` levels are unwrapped: enough for any real command, and a
+bound on work for a hostile one."""
+
+
+class Glob(str):
+    """A word holding unquoted wildcards (``/usr/bin/np?``): bash replaces it with the
+    matching file names, so it matches whatever its pattern would."""
+
+
+Word = str | None
+"""One word of a command as the program receives it; ``Glob`` when bash would expand it,
+``None`` when only run time knows it."""
+
+_GLOB_CHARS = re.compile(r"[*?\[]")
+_ANSI_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|[0-7]{1,3}|u[0-9a-fA-F]{1,4}|.)", re.DOTALL)
+_ANSI_SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b"}
+
+
+def _parser() -> Parser:
+    # A Parser keeps state while it parses, so each thread gets its own.
+    parser: Parser | None = getattr(_local, "parser", None)
+    if parser is None:
+        parser = Parser(Language(tree_sitter_bash.language()))
+        _local.parser = parser
+    return parser
+
+
+def program_name(word: str) -> str:
+    """The name a program is known by: ``/usr/bin/npm`` and ``./npm`` are ``npm``."""
+    return posixpath.basename(word.rstrip("/")) or word
+
+
+def invocations(command: str, _depth: int = 0) -> list[list[Word]]:
+    """Each simple command that ``command`` would run, as argv (name first), wrappers
+    removed: ``sudo -u ci env CI=1 nice -n5 npm i`` gives ``[["npm", "i"]]`` beside the
+    wrappers themselves. A parse error does not stop the walk: what bash would still run is
+    in the tree, and is found."""
+    if _depth > _MAX_DEPTH or "\x00" in command:
+        return []
+    root = _parser().parse(command.encode("utf-8", "surrogatepass")).root_node
+    found: list[list[Word]] = []
+    for argv in _simple_commands(root):
+        for unwrapped in _unwrap(argv, _depth):
+            found.append(unwrapped)
+    return found
+
+
+def _simple_commands(root: Node) -> list[list[Word]]:
+    found: list[list[Word]] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type == "command":
+            argv = _argv(node)
+            if argv:
+                found.append(argv)
+        # Substitutions inside a command's words run too: walk into everything.
+        stack.extend(reversed(node.children))
+    return found
+
+
+def _argv(node: Node) -> list[Word]:
+    argv: list[Word] = []
+    for index, child in enumerate(node.children):
+        role = node.field_name_for_child(index)
+        if role == "name" or (role == "argument" and argv):
+            argv.append(_value(child))
+    return argv
+
+
+def _text(node: Node) -> str:
+    return (node.text or b"").decode("utf-8", "surrogatepass")
+
+
+def _value(node: Node) -> Word:
+    """The word as the program receives it (quotes and escapes undone), a :class:`Glob`
+    when unquoted wildcards remain, or None when it holds an expansion."""
+    if node.type == "command_name":
+        if len(node.children) != 1:
+            return None
+        node = node.children[0]
+    pieces = node.children if node.type == "concatenation" else [node]
+    parts: list[str] = []
+    wild = False
+    for piece in pieces:
+        part = _piece(piece)
+        if part is None:
+            return None
+        text, globbing = part
+        parts.append(text)
+        wild = wild or globbing
+    joined = "".join(parts)
+    return Glob(joined) if wild else joined
+
+
+def _piece(node: Node) -> tuple[str, bool] | None:
+    text = _text(node)
+    if node.type in ("word", "number"):
+        if "$" in text or "`" in text:
+            return None
+        unescaped = re.sub(r"\\(.)", r"\1", text, flags=re.DOTALL)
+        # Wildcards count only where no backslash quoted them.
+        bare = re.sub(r"\\.", "", text, flags=re.DOTALL)
+        return unescaped, bool(_GLOB_CHARS.search(bare))
+    if node.type == "raw_string":
+        return text[1:-1], False
+    if node.type == "ansi_c_string":
+        return _ansi_c(text[2:-1]), False
+    if node.type == "string":
+        inner = text[1:-1]
+        if any(child.is_named and child.type != "string_content" for child in node.children):
+            return None  # "$VAR", "$(cmd)" inside double quotes
+        return re.sub(r'\\([$`"\\\n])', r"\1", inner), False
+    return None
+
+
+def _ansi_c(body: str) -> str:
+    def one(match: re.Match[str]) -> str:
+        code = match.group(1)
+        if code[0] == "x":
+            return chr(int(code[1:], 16))
+        if code[0] == "u" and len(code) > 1:
+            return chr(int(code[1:], 16))
+        if code[0] in "01234567":
+            return chr(int(code, 8))
+        return _ANSI_SIMPLE.get(code, code)
+
+    try:
+        return _ANSI_ESCAPE.sub(one, body)
+    except ValueError:
+        return codecs.decode(body, "unicode_escape", "replace")
+
+
+# Wrappers that run the rest of their words as a command, and for each, the options that take
+# the next word as their value (the command starts after them).
+_WRAPPERS: dict[str, frozenset[str]] = {
+    "sudo": frozenset(
+        [
+            "-u",
+            "-g",
+            "-h",
+            "-p",
+            "-C",
+            "-D",
+            "-r",
+            "-t",
+            "-U",
+            "-T",
+            "-R",
+            "--user",
+            "--group",
+            "--host",
+            "--prompt",
+        ]
+    ),
+    "doas": frozenset(["-u", "-C"]),
+    "env": frozenset(["-u", "-C", "-S", "--unset", "--chdir", "--split-string"]),
+    "command": frozenset(),
+    "builtin": frozenset(),
+    "exec": frozenset(["-a"]),
+    "nohup": frozenset(),
+    "time": frozenset(["-f", "-o", "--format", "--output"]),
+    "nice": frozenset(["-n", "--adjustment"]),
+    "ionice": frozenset(["-c", "-n", "-p", "-t", "--class", "--classdata"]),
+    "setsid": frozenset(),
+    "stdbuf": frozenset(["-i", "-o", "-e"]),
+    "timeout": frozenset(["-s", "-k", "--signal", "--kill-after"]),
+    "xargs": frozenset(
+        ["-I", "-n", "-P", "-d", "-E", "-L", "-s", "-a", "--delimiter", "--max-args", "--max-procs"]
+    ),
+    "chronic": frozenset(),
+    "unbuffer": frozenset(),
+    "caffeinate": frozenset(),
+}
+# A positional word before the command: timeout's duration.
+_LEADING_POSITIONALS = {"timeout": 1}
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
+
+
+def _unwrap(argv: list[Word], depth: int) -> list[list[Word]]:
+    """``argv`` itself, and what it runs when it is a wrapper or a shell given a script."""
+    found = [argv]
+    head = argv[0]
+    if head is None:
+        return found
+    name = program_name(head)
+    if name in _SHELLS or name == "eval":
+        for script in _scripts(name, argv[1:]):
+            found.extend(invocations(script, depth + 1))
+        return found
+    options = _WRAPPERS.get(name)
+    if options is None:
+        return found
+    rest = argv[1:]
+    positionals = _LEADING_POSITIONALS.get(name, 0)
+    index = 0
+    while index < len(rest):
+        word = rest[index]
+        if word is None:
+            return found  # an option only run time knows: cannot tell where the command starts
+        if word == "--":
+            index += 1
+            break
+        if name == "command" and word in ("-v", "-V"):
+            return found  # only looks the name up
+        if word.startswith("-") and len(word) > 1:
+            if name == "env" and word in ("-S", "--split-string") and index + 1 < len(rest):
+                split = rest[index + 1]
+                if split is not None:
+                    found.extend(invocations(split, depth + 1))
+                return found
+            index += 2 if word in options else 1
+            continue
+        if name == "env" and "=" in word:
+            index += 1
+            continue
+        if positionals:
+            positionals -= 1
+            index += 1
+            continue
+        break
+    inner = rest[index:]
+    if inner:
+        found.extend(_unwrap(inner, depth))
+    return found
+
+
+def _scripts(name: str, args: list[Word]) -> list[str]:
+    """The script text a shell runs (``bash -c SCRIPT``, ``bash -lc``) or ``eval`` joins."""
+    if name == "eval":
+        return [" ".join(a for a in args if a is not None)]
+    if name == "busybox":
+        return []
+    for index, word in enumerate(args):
+        if word is None:
+            return []
+        if word.startswith("-") and not word.startswith("--") and "c" in word[1:]:
+            script = next(
+                (w for w in args[index + 1 :] if w is None or not w.startswith("-")), None
+            )
+            return [script] if script is not None else []
+        if not word.startswith(("-", "+")):
+            return []  # a script file, not a string
+    return []

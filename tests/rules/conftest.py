@@ -1,0 +1,5 @@
+"""The real-CLI fixtures of tests/claude_code, for the done-when test here."""
+
+from tests.claude_code.conftest import claude_binary, claude_cli
+
+__all__ = ["claude_binary", "claude_cli"]
