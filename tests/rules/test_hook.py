@@ -151,3 +151,25 @@ def test_no_rule_applies_where_claude_codes_memory_is_off(
     assert "deny" in answer()  # the folder found as Claude Code finds it
     monkeypatch.setenv("CLAUDE_CODE_DISABLE_AUTO_MEMORY", "1")
     assert answer() == ""
+
+
+def test_the_user_layers_rules_apply_in_every_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MEMDIR_DIR", raising=False)
+    monkeypatch.delenv("CLAUDE_CODE_DISABLE_AUTO_MEMORY", raising=False)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    layer = tmp_path / "user-layer"
+    write_memory(layer, "feedback_pnpm.md", PNPM)
+    project = tmp_path / "elsewhere"
+    project.mkdir()
+    asked = json.dumps({**payload(command="npm install"), "cwd": str(project)})
+
+    def answer() -> str:
+        out = io.StringIO()
+        assert hook_main([], io.StringIO(asked), out)
+        return out.getvalue()
+
+    assert answer() == ""  # the layer is off: its rules are not looked at
+    monkeypatch.setenv("MEMDIR_USER_DIR", str(layer))
+    assert json.loads(answer())["hookSpecificOutput"]["permissionDecision"] == "deny"

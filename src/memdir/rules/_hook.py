@@ -82,9 +82,16 @@ def _memory_roots(payload: Mapping[str, Any], chosen: Sequence[str]) -> list[Pat
     # CLAUDE_CODE_DISABLE_AUTO_MEMORY), none of them applies either.
     if memory_switched_off(project) is not None:
         return []
+    from memdir._claude_user_layer import user_layer_on
     from memdir.store import default_memory_dir
 
-    return [default_memory_dir(project)]
+    # The user layer's rules too, where it is on: "never npm" said in one project
+    # holds in the next. The project's folder comes first, as its memory wins.
+    roots = [default_memory_dir(project)]
+    layer = user_layer_on()
+    if layer is not None:
+        roots.append(layer.root)
+    return roots
 
 
 def check_payload(
