@@ -173,3 +173,24 @@ def test_the_user_layers_rules_apply_in_every_project(
     assert answer() == ""  # the layer is off: its rules are not looked at
     monkeypatch.setenv("MEMDIR_USER_DIR", str(layer))
     assert json.loads(answer())["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+def test_memdir_why_shows_the_rules_that_fired_in_a_session(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from memdir._cli import cli
+    from memdir.provenance import why
+
+    write_memory(tmp_path, "feedback_pnpm.md", PNPM)
+    ask(tmp_path, payload(command="npm install"))
+    (fired,) = why(tmp_path, "s-1").rules_fired
+    assert (fired["memory"], fired["action"], fired["stopped"]) == (
+        "feedback_pnpm.md",
+        "deny",
+        "npm install",
+    )
+    result = CliRunner().invoke(cli, ["why", "s-1", "--memory-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "rule deny at" in result.output
+    assert "'npm install'" in result.output
+    assert "feedback_pnpm.md" in result.output

@@ -84,6 +84,12 @@ def _echo_view(view: SessionView) -> None:
             click.echo(f"  surfaced  {shown.file}{_origin(shown)}")
         for change in turn.saved:
             click.echo(f"  saved     {change.file}: {change_line(change)}")
+    for fired in view.rules_fired:
+        click.echo(
+            f"rule {fired.get('action', '?')} at {fired.get('at', '?')}: "
+            f"{fired.get('tool', '?')} {fired.get('stopped', '')!r} "
+            f"(rule {fired.get('rule', '?')} of {fired.get('memory', '?')})"
+        )
 
 
 @click.command("why")

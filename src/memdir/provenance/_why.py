@@ -140,6 +140,9 @@ class SessionView:
     transcript: Path | None
     """The Claude Code transcript read, where one was found."""
     turns: tuple[SessionTurn, ...]
+    rules_fired: tuple[dict[str, Any], ...] = ()
+    """Each time a feedback memory's rule stopped or warned about a tool call of this
+    session (``memdir hook pre-tool-use``): when, which rule and memory, what it stopped."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready form."""
@@ -147,6 +150,7 @@ class SessionView:
             "session": self.session,
             "transcript": str(self.transcript) if self.transcript is not None else None,
             "turns": [t.to_json() for t in self.turns],
+            "rules_fired": list(self.rules_fired),
         }
 
 
@@ -327,7 +331,16 @@ def why(
             (builder.turn_of[m] for m in reversed(change.messages) if m in builder.turn_of), None
         )
         (placed or _turn_for(builder, None, change.at, {})).saved.append(change)
-    if path is None and not shown and not saved and not shown_log(md, session).exists():
+    from memdir.rules import read_firings
+
+    fired = tuple(f for f in read_firings(md.root) if f.get("session_id") == session)
+    if (
+        path is None
+        and not shown
+        and not saved
+        and not fired
+        and not shown_log(md, session).exists()
+    ):
         raise UsageError(
             f"nothing is known of session {session!r} in {md.root}: no transcript beside it, "
             "no record of what it was shown or saved"
@@ -335,7 +348,7 @@ def why(
     # Lines before the first prompt (queue records, say) open a turn of their own; it is
     # kept only when memory was shown or saved in it.
     turns = [t for t in builder.turns if t.turn is not None or t.prompt or _holds(t)]
-    return SessionView(session=session, transcript=path, turns=tuple(turns))
+    return SessionView(session=session, transcript=path, turns=tuple(turns), rules_fired=fired)
 
 
 def _holds(turn: SessionTurn) -> bool:
