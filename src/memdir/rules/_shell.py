@@ -8,10 +8,10 @@ pipelines, ``;``/``&&`` chains, subshells, ``$(…)`` and backquotes, process su
 wrappers, inside ``bash -c '…'`` and ``eval``, and under any spelling of the program name
 that the shell would resolve the same way (``'npm'``, ``\\npm``, ``n""pm``, ``/usr/bin/npm``).
 
-It parses with the same tree-sitter-bash grammar as the gate, so quoting is undone the way
-bash undoes it. A word the shell would only know at run time (``$TOOL``, ``$(which npm)``)
-has no value here: it is ``None``, and cannot match a rule by itself; the commands inside a
-substitution are still found and matched on their own.
+It parses with the gate's own parser (:func:`memdir._bash.bash_parser`), so quoting is
+undone the way bash undoes it. A word the shell would only know at run time (``$TOOL``,
+``$(which npm)``) has no value here: it is ``None``, and cannot match a rule by itself;
+the commands inside a substitution are still found and matched on their own.
 """
 
 from __future__ import annotations
@@ -19,14 +19,13 @@ from __future__ import annotations
 import codecs
 import posixpath
 import re
-import threading
 
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Node
+
+from memdir._bash import bash_parser
 
 __all__ = ["Glob", "Word", "invocations", "program_name"]
 
-_local = threading.local()
 
 _MAX_DEPTH = 4
 """How many ``bash -c``/``eval`` levels are unwrapped: enough for any real command, and a
@@ -47,15 +46,6 @@ _ANSI_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|[0-7]{1,3}|u[0-9a-fA-F]{1,4}|.)
 _ANSI_SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b"}
 
 
-def _parser() -> Parser:
-    # A Parser keeps state while it parses, so each thread gets its own.
-    parser: Parser | None = getattr(_local, "parser", None)
-    if parser is None:
-        parser = Parser(Language(tree_sitter_bash.language()))
-        _local.parser = parser
-    return parser
-
-
 def program_name(word: str) -> str:
     """The name a program is known by: ``/usr/bin/npm`` and ``./npm`` are ``npm``."""
     return posixpath.basename(word.rstrip("/")) or word
@@ -68,7 +58,7 @@ def invocations(command: str, _depth: int = 0) -> list[list[Word]]:
     in the tree, and is found."""
     if _depth > _MAX_DEPTH or "\x00" in command:
         return []
-    root = _parser().parse(command.encode("utf-8", "surrogatepass")).root_node
+    root = bash_parser().parse(command.encode("utf-8", "surrogatepass")).root_node
     found: list[list[Word]] = []
     for argv in _simple_commands(root):
         for unwrapped in _unwrap(argv, _depth):

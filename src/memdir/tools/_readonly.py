@@ -21,19 +21,18 @@ from __future__ import annotations
 
 import posixpath
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Node
+
+from memdir._bash import bash_parser
 
 __all__ = ["is_read_only_command"]
 
 _Check = Callable[[list[str]], bool]
 """Takes the arguments after the command name (unquoted), says whether they only read."""
 
-_local = threading.local()
 
 # Characters that mean nothing to bash in an unquoted word. Left out on purpose: $ ` \ and
 # quotes (expansion, escaping), * ? [ ] (globs), { } (brace expansion), ! and #, and every
@@ -90,7 +89,7 @@ def _check(command: object) -> bool:
     if not isinstance(command, str) or "\x00" in command:
         return False
     source = command.encode("utf-8")
-    root = _parser().parse(source).root_node
+    root = bash_parser().parse(source).root_node
     if root.has_error or _has_broken_node(root):
         return False
     scan = _Scan()
@@ -104,15 +103,6 @@ def _check(command: object) -> bool:
     if {"cd", "git"} <= names:
         return False
     return all(_COMMANDS[argv[0]](argv[1:]) for argv in scan.commands)
-
-
-def _parser() -> Parser:
-    # A Parser keeps state while it parses, so each thread gets its own.
-    parser: Parser | None = getattr(_local, "parser", None)
-    if parser is None:
-        parser = Parser(Language(tree_sitter_bash.language()))
-        _local.parser = parser
-    return parser
 
 
 def _has_broken_node(node: Node) -> bool:
