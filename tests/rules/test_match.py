@@ -155,3 +155,47 @@ def test_a_file_rule_holds_for_every_tool_that_writes_a_file() -> None:
 def test_a_switched_off_rule_does_not_fire() -> None:
     off = Rule(**{**rule("Bash", "npm").as_dict(), "enabled": False})
     assert not check_tool_call([off], "Bash", {"command": "npm i"}, "/p")
+
+
+@pytest.mark.parametrize(
+    ("command", "fired"),
+    [
+        ("pytest tests/", True),
+        ("pytest -x tests/", False),
+        ("pytest -vx tests/", False),
+        ("pytest -q --maxfail=1 tests/", True),
+        ("cd app && pytest -k slow", True),
+        ("python -m pytest", False),  # another program: `match` names pytest itself
+        ("sudo env CI=1 pytest -xq", False),
+        ("ruff check . && pytest", True),
+        ("pytest --exitfirst", True),  # a different spelling is a different word
+    ],
+)
+def test_a_rule_that_requires_a_flag_fires_on_a_command_without_it(
+    command: str, fired: bool
+) -> None:
+    from memdir.rules import rules_from_frontmatter
+
+    (made,) = rules_from_frontmatter(
+        {
+            "type": "feedback",
+            "description": "Always pass -x to pytest: stop at the first failure.",
+            "rule": {"tool": "Bash", "match": "pytest", "require": "-x", "action": "deny"},
+        },
+        "feedback_pytest_x.md",
+    ) or [None]
+    assert made is not None
+    assert made.require == "-x"
+    hits = check_tool_call([made], "Bash", {"command": command}, "/p")
+    assert bool(hits) is fired
+
+
+def test_a_required_long_option_may_carry_its_value() -> None:
+    from memdir.rules._match import carries
+
+    assert carries(["pytest", "--maxfail=1"], "--maxfail")
+    assert carries(["pytest", "--maxfail", "1"], "--maxfail")
+    assert not carries(["pytest", "--max"], "--maxfail")
+    assert not carries(["pytest", "--x"], "-x")
+    assert carries(["pytest", "-x", "--lf"], "-x --lf")
+    assert not carries(["pytest", "-x"], "-x --lf")

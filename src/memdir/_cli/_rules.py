@@ -26,7 +26,9 @@ def _line(rule: Rule, fired: int) -> str:
     instead = f" -> {rule.instead}" if rule.instead else ""
     times = f"  (fired {fired}x)" if fired else ""
     return (
-        f"{rule.id}  {state}  {rule.action:<4}  {rule.tool} {shlex.quote(rule.match)}{instead}"
+        f"{rule.id}  {state}  {rule.action:<4}  {rule.tool} {shlex.quote(rule.match)}"
+        + (f" without {rule.require}" if rule.require else "")
+        + f"{instead}"
         f"  [{rule.memory}]{times}"
     )
 

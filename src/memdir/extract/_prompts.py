@@ -153,10 +153,10 @@ _TYPE_FEEDBACK = """\
 - **feedback**: how they want the work done: corrections, and confirmed non-obvious \
 choices (saving only mistakes breeds needless caution). Body: the rule, then a \
 `**Why:**` line and a `**How to apply:**` line.
-  If it forbids a checkable action (a command, files not to edit), add a `rule:` \
-mapping to the frontmatter: `tool` (Bash, or Edit for files), `match` (the \
-program and its first words, like `npm`; or a path glob, like `dist/**`), `action` \
-(deny; warn for a preference) and `instead` (`pnpm`)."""
+  If it rules a checkable act (commands, files not to edit), add a frontmatter \
+`rule:` mapping: `tool` (Bash, or Edit for files), `match` (program and first words, \
+like `npm`, or a file glob like `dist/**`), `action` (deny; warn for a preference), \
+`instead` (`pnpm`) or, for a flag it must have, `require` (`-x`)."""
 
 _TYPE_PROJECT = """\
 - **project**: what code and git do not record: efforts, decisions and why, deadlines, \

@@ -43,6 +43,8 @@ def message_for(hits: Sequence[Hit]) -> str:
         rule = hit.rule
         verb = "forbids" if rule.action == "deny" else "warns against"
         line = f"A saved memory ({rule.memory}) {verb} this: {rule.reason}"
+        if rule.require:
+            line += f" Give it: {rule.require}"
         if rule.instead:
             line += f" Instead: {rule.instead}"
         lines.append(f"{line} [memdir rule {rule.id}]")

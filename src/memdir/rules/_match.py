@@ -6,7 +6,8 @@ allowed in between (``npm --silent install``). The program is compared by name, 
 ``/usr/bin/npm`` is ``npm``; the command is taken apart by :mod:`memdir.rules._shell`, so
 quoting, chains, pipelines, substitutions and wrappers do not hide it. A file rule's
 ``match`` is a glob over the path relative to the project: ``*`` stays within a folder,
-``**`` crosses folders, and a glob without ``/`` matches a file name in any folder.
+``**`` crosses folders, and a glob without ``/`` matches a file name in any folder. A Bash
+rule with ``require`` fires on a matching command that lacks one of its words.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 from memdir.rules._rule import FILE_TOOLS, Rule
 from memdir.rules._shell import Glob, Word, invocations, program_name
 
-__all__ = ["Hit", "check_tool_call", "command_matches", "path_matches"]
+__all__ = ["Hit", "carries", "check_tool_call", "command_matches", "path_matches"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +72,26 @@ def command_matches(match: str, argv: Sequence[Word]) -> bool:
         if _word_is(word, need):
             need = next(wanted, None)
     return need is None
+
+
+def carries(argv: Sequence[Word], require: str) -> bool:
+    """Whether the command ``argv`` carries every word of ``require``: a long option as
+    itself or with its value (``--maxfail=1``), a one-letter option alone or among
+    others (``-x`` in ``-xvs``), anything else as itself."""
+    given = [w for w in argv[1:] if w is not None]
+    for wanted in _pattern(require):
+        if wanted.startswith("--"):
+            found = any(w == wanted or w.startswith(wanted + "=") for w in given)
+        elif len(wanted) == 2 and wanted[0] == "-" and wanted[1].isalnum():
+            found = any(
+                w == wanted or (w.startswith("-") and not w.startswith("--") and wanted[1] in w[1:])
+                for w in given
+            )
+        else:
+            found = wanted in given
+        if not found:
+            return False
+    return True
 
 
 @functools.lru_cache(maxsize=1024)
@@ -134,7 +155,11 @@ def check_tool_call(
         if rule.tool == "Bash" and tool_name == "Bash" and isinstance(command, str):
             if commands is None:
                 commands = invocations(command)
-            if any(command_matches(rule.match, argv) for argv in commands):
+            if any(
+                command_matches(rule.match, argv)
+                and (rule.require is None or not carries(argv, rule.require))
+                for argv in commands
+            ):
                 hits.append(Hit(rule=rule, stopped=command))
         elif rule.tool == "Edit" and tool_name in FILE_TOOLS:
             for path in _file_paths(tool_input):

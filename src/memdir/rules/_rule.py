@@ -5,6 +5,9 @@ its frontmatter, written by the memory agent in the same Write as the prose::
 
     rule: {tool: Bash, match: "npm", action: deny, instead: "pnpm"}
 
+A Bash rule may instead ask for words a command must carry: ``{tool: Bash, match: pytest,
+require: "-x"}`` fires on a ``pytest`` run without ``-x`` ("always pass -x to pytest").
+
 ``rules:`` with a list of such mappings gives several. ``tool`` names the Claude Code tool:
 ``Bash`` (``match`` is a command: a program and the first words it must be given), or a tool
 that writes files — ``Edit``, ``Write``, ``MultiEdit``, ``NotebookEdit``, any of which means
@@ -50,6 +53,9 @@ class Rule:
     """The memory file the rule comes from, relative to the memory directory."""
     enabled: bool = True
     """False once switched off with ``memdir rules off``."""
+    require: str | None = None
+    """For a Bash rule, words (options) a matching command must carry: the rule then
+    fires on a matching command that lacks one, not on every matching command."""
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape (``memdir rules --json``, ``rules.json``)."""
@@ -72,6 +78,7 @@ class Rule:
                 reason=str(raw["reason"]),
                 memory=str(raw["memory"]),
                 enabled=bool(raw.get("enabled", True)),
+                require=str(raw["require"]) if raw.get("require") else None,
             )
         except (KeyError, TypeError):
             return None
@@ -95,6 +102,21 @@ def _bash_pattern_ok(match: str) -> bool:
     except ValueError:
         return False
     return bool(words) and not any(c in words[0] for c in "*?[$`")
+
+
+def _required(raw: object) -> str | None:
+    """The words a command must carry, as one shell-quoted string; None when none are
+    asked for, "" when what is asked cannot be read."""
+    if raw is None:
+        return None
+    words = [str(w) for w in raw] if isinstance(raw, list) else None
+    if words is None:
+        try:
+            words = shlex.split(str(raw))
+        except ValueError:
+            return ""
+    words = [w.strip() for w in words if w.strip()]
+    return shlex.join(words) if words else ""
 
 
 def _flow(raw: object) -> object:
@@ -150,7 +172,11 @@ def rules_from_frontmatter(
             continue
         instead = entry.get("instead")
         reason = entry.get("reason")
-        digest = hashlib.sha256(f"{memory}\0{tool}\0{match}".encode()).hexdigest()[:8]
+        require = _required(entry.get("require")) if tool == "Bash" else None
+        if require == "":
+            continue  # a requirement that cannot be read is no rule
+        key = f"{memory}\0{tool}\0{match}" + (f"\0{require}" if require else "")
+        digest = hashlib.sha256(key.encode()).hexdigest()[:8]
         rules.append(
             Rule(
                 id=digest,
@@ -160,6 +186,7 @@ def rules_from_frontmatter(
                 instead=str(instead).strip() if instead not in (None, "") else None,
                 reason=str(reason).strip() if isinstance(reason, str) and reason else fallback,
                 memory=memory,
+                require=require,
             )
         )
     return rules
