@@ -176,15 +176,16 @@ def test_a_rule_that_requires_a_flag_fires_on_a_command_without_it(
 ) -> None:
     from memdir.rules import rules_from_frontmatter
 
-    (made,) = rules_from_frontmatter(
+    made_rules = rules_from_frontmatter(
         {
             "type": "feedback",
             "description": "Always pass -x to pytest: stop at the first failure.",
             "rule": {"tool": "Bash", "match": "pytest", "require": "-x", "action": "deny"},
         },
         "feedback_pytest_x.md",
-    ) or [None]
-    assert made is not None
+    )
+    assert made_rules is not None
+    (made,) = made_rules
     assert made.require == "-x"
     hits = check_tool_call([made], "Bash", {"command": command}, "/p")
     assert bool(hits) is fired
