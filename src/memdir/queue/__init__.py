@@ -34,17 +34,13 @@ from memdir.queue._schema import (  # noqa: E402
     check_schema,
     migrate_schema,
 )
+from memdir.queue._settings import DirRun, SessionOutcome, WorkerSettings  # noqa: E402
 from memdir.queue._status import QueueStatus, queue_status  # noqa: E402
 from memdir.queue._store import export_dir  # noqa: E402
+from memdir.queue._sweep import sweep  # noqa: E402
 from memdir.queue._sync import SyncResult, sync_dir  # noqa: E402
 from memdir.queue._tempdb import PostgresNotFoundError, TemporaryPostgres  # noqa: E402
-from memdir.queue._worker import (  # noqa: E402
-    DirRun,
-    QueueWorker,
-    SessionOutcome,
-    WorkerSettings,
-    sweep,
-)
+from memdir.queue._worker import QueueWorker  # noqa: E402
 
 
 def __getattr__(name: str) -> object:

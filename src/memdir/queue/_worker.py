@@ -26,18 +26,20 @@ Two rules keep a directory from being blocked for good (both from procrastinate'
 issues, see the scale-out note): the extract task has no ``RetryStrategy`` — a failed
 session is retried by deferring a new job with a backoff — and stalled jobs are failed
 by :func:`sweep`, never retried.
+
+This module holds :class:`QueueWorker`, the worker's life and its runs; the settings and
+results are in :mod:`memdir.queue._settings`, the working copies and their rebase in
+:mod:`memdir.queue._copies`, the sweeper in :mod:`memdir.queue._sweep` (all re-exported
+here, where they were first defined).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import posixpath
-import socket
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +48,22 @@ import psycopg
 import psycopg_pool
 from procrastinate.exceptions import AlreadyEnqueued
 
-from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
+from memdir.extract import MemoryExtractor, TurnContext
 from memdir.extract._coordinator import Outcome, host_memory_paths, start_after
-from memdir.messages import Message
-from memdir.models import Model
-from memdir.queue._app import (
-    CONNECT_TIMEOUT,
-    EXTRACT_TASK,
-    NOTIFY_CHANNEL,
-    QUEUE_NAME,
-    SWEEP_TASK,
-    make_app,
-)
+from memdir.queue._app import CONNECT_TIMEOUT, EXTRACT_TASK, NOTIFY_CHANNEL, SWEEP_TASK, make_app
 from memdir.queue._codec import decode_params, model_name
+from memdir.queue._copies import (
+    SNAPSHOT_PENDING,
+    Commits,
+    Copy,
+    Pending,
+    VanishedError,
+    as_failed,
+    check_out,
+    rebase,
+    setup_failed,
+    write_files,
+)
 from memdir.queue._lifecycle import (
     LifeWorker,
     Supervisor,
@@ -72,275 +77,16 @@ from memdir.queue._lifecycle import (
     run_life,
     watch_database,
 )
-from memdir.queue._prune import DAY, register_prune
-from memdir.queue._runs import (
-    RUNNABLE_PENDING,
-    SessionMessages,
-    SessionsParkedError,
-    changed_files,
-    failure_reason,
-    merge_index,
-    read_session,
-)
+from memdir.queue._prune import register_prune
+from memdir.queue._runs import SessionsParkedError, failure_reason, read_session
 from memdir.queue._schema import check_schema
-from memdir.queue._store import (
-    FILES_SQL,
-    Checkout,
-    sha256,
-    write_checkout,
-)
+from memdir.queue._settings import DirRun, SessionOutcome, WorkerSettings
+from memdir.queue._store import FILES_SQL, Checkout, sha256
+from memdir.queue._sweep import RECORD_FAILURE, sweep
 from memdir.store import ENTRYPOINT_NAME
-from memdir.telemetry import CollectingSink, Event, Sink, emit
+from memdir.telemetry import CollectingSink, Event, emit
 
 __all__ = ["DirRun", "QueueWorker", "SessionOutcome", "WorkerSettings", "sweep"]
-
-ModelFactory = Callable[[str | None], Model]
-"""The worker's model for a shipped request's model name (None: no request was shipped,
-the standalone request uses the worker's default)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class WorkerSettings:
-    """How a worker runs jobs."""
-
-    dsn: str
-    models: ModelFactory
-    config: ExtractConfig = field(default_factory=ExtractConfig)
-    name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
-    queue: str = QUEUE_NAME
-    concurrency: int = 4
-    """Jobs (directories) one worker process runs at once."""
-    backoff_base_seconds: float = 1.0
-    """The wait before a failed session's first retry; it doubles with each attempt."""
-    backoff_max_seconds: float = 60.0
-    """The longest wait before a failed session is tried again."""
-    sweep_cron: str | None = "* * * * *"
-    """When the sweeper runs (procrastinate's cron syntax, a sixth field for seconds);
-    None: this worker defers no sweeps (another one, or an operator, does)."""
-    stalled_after: float = 30.0
-    """Seconds without a heartbeat after which a worker's jobs count as stalled."""
-    scratch: Path | None = None
-    """Where working copies are checked out (default: the system's temporary folder)."""
-    run_timeout: float = 900.0
-    """The most one session's extraction may take; past it the run is cancelled and
-    counts as a failed attempt."""
-    max_attempts: int = 3
-    """Failed attempts (errors, timeouts) after which a session is parked: its turn kept,
-    no more retries until a newer turn or ``memdir queue retry``, the job failed with why."""
-    poll_interval: float = 5.0
-    """How often idle workers look for scheduled jobs (retries); new ones come by NOTIFY.
-    Also how often a job whose runs go on looks for turns of its directory's other
-    sessions."""
-    heartbeat_interval: float = 10.0
-    prune_cron: str | None = "17 * * * *"
-    """When consumed messages, old runs and finished jobs are pruned (cron syntax, as
-    ``sweep_cron``); None: this worker defers no prunes."""
-    keep_runs_seconds: float | None = 7 * DAY
-    """How long committed runs' audit rows are kept (None: for good)."""
-    keep_finished_seconds: float | None = DAY
-    """How long finished (succeeded, cancelled) jobs are kept when ``keep_jobs``."""
-    keep_failed_seconds: float | None = 7 * DAY
-    """How long failed jobs, and why they failed, are kept for ``memdir queue status``."""
-    keep_jobs: bool = False
-    """Keep succeeded jobs (and their ``procrastinate_events``) for inspection, for
-    ``keep_finished_seconds``; by default they are deleted at once, failed ones kept for
-    ``memdir queue status`` (``keep_failed_seconds``)."""
-    stop_timeout: float = 10.0
-    """After SIGTERM/SIGINT, the most :meth:`QueueWorker.run` takes to return: runs get
-    half of it to finish, then are cancelled (their pending rows stay for another
-    worker)."""
-    reconnect_base_seconds: float = 0.2
-    """The wait before reconnecting after the database was lost; it doubles each try."""
-    reconnect_max_seconds: float = 2.0
-    """The longest wait between reconnection attempts (a down server costs one refused
-    connection per try; a short cap picks work up soon after it is back)."""
-    idle_in_transaction_timeout: float = 15.0
-    """The server ends a worker transaction idle this long (a frozen worker), releasing
-    its locks; a worker's transactions never wait on anything but the database."""
-    lock_timeout: float = 30.0
-    """The longest one of a worker's statements waits for a lock (0: no limit)."""
-    sweep_priority: int = 100
-    """The sweeper's priority over extract jobs: at the next free slot it runs first,
-    never behind a backlog (a killed worker's directories wait on it)."""
-    redefer_priority: int = 50
-    """The priority of the jobs the sweeper defers again (a killed worker's directories,
-    which have waited already): ahead of the backlog, behind the sweeper."""
-    sink: Sink | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class SessionOutcome:
-    """What a run did for one session."""
-
-    session: str
-    outcome: str
-    """``ran``, ``skipped`` (the host wrote memory itself), ``throttled``, ``failed``."""
-    from_seq: int
-    to_seq: int
-    error: str | None = None
-    covered_at: float | None = None
-    """When the run ended (epoch seconds): memdir's own writes of this run are older."""
-    rows_read: int = 0
-    """Message rows the run read from the database: its new messages and the context
-    before the cursor it needs, whatever the conversation's length."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class DirRun:
-    """What one job did to one directory."""
-
-    dir_id: str
-    generation: int
-    """The generation it started from."""
-    committed: bool
-    """False: nothing was pending, or the generation had moved (a conflict)."""
-    conflict: bool = False
-    sessions: tuple[SessionOutcome, ...] = ()
-    files_changed: int = 0
-    memories: tuple[str, ...] = ()
-    """The memory files the commit wrote (relative paths, indexes left out): what the
-    worker reports saved, one ``queue.memory_saved`` event each."""
-    commits: int = 0
-    """Commits made: each session's run commits on its own as soon as it ends."""
-    parked: tuple[str, ...] = ()
-    """Why sessions were parked (their ``max_attempts``-th failure), one line each."""
-    db_seconds: float = 0.0
-    """Time spent reading and committing in the database (the runs left out)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Pending:
-    dir_id: str
-    session: str
-    upto_seq: int
-    version: int
-    turns: int
-    attempts: int
-    params: Mapping[str, Any] | None
-    cwd: str | None
-    last_request_at: float | None
-    host_memory_root: str | None
-    cursor_uuid: str | None
-    cursor_seq: int
-    turns_since_run: int
-    covered_at: float | None
-    """When the session's cursor last moved (epoch seconds): memory files changed since
-    then, stamped with the session, were written by another agent."""
-    read: SessionMessages
-
-    @property
-    def messages(self) -> tuple[Message, ...]:
-        return self.read.messages
-
-    def uuid_at(self, seq: int) -> str | None:
-        """The uuid of the message at ``seq`` among those read (None: none there)."""
-        for index, at in enumerate(self.read.seqs):
-            if at == seq:
-                return self.messages[index].uuid
-        return None
-
-
-_SNAPSHOT_PENDING = f"""
-SELECT p.session, p.upto_seq, p.version, p.turns,
-       CASE WHEN p.parked_version IS NULL THEN p.attempts ELSE 0 END, p.params, p.cwd,
-       p.last_request_at, p.host_memory_root,
-       s.cursor_uuid, s.cursor_seq, s.turns_since_run, s.covered_at
-FROM memdir_pending p JOIN memdir_sessions s USING (dir_id, session)
-WHERE p.dir_id = %s AND {RUNNABLE_PENDING} ORDER BY p.session
-"""
-
-
-@dataclass
-class _Commits:
-    """Where a job's commits stand: each session's run commits as soon as it ends, one
-    at a time, each fenced by the generation the one before left."""
-
-    generation: int
-    files: dict[str, str]
-    """What the database holds now, path → sha256: a commit writes what differs."""
-    contents: dict[str, tuple[bytes, float]]
-    """What the database holds now, path → (content, mtime): a session starting later
-    checks this out."""
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    conflict: bool = False
-    db_seconds: float = 0.0
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Copy:
-    """One session's own working copy: a session's commit carries what *it* wrote, never
-    what a session still running has written so far (which would then be committed
-    without that session's cursor, and written again when its turns are re-run)."""
-
-    root: Path
-    inode: tuple[int, int]
-    """(device, inode) of ``root`` at checkout: a copy removed or replaced under a run
-    (another process cleaning scratch folders) must not read as every memory deleted."""
-    base: dict[str, str]
-    """path → sha256 as checked out: what the session changed is what differs."""
-    base_contents: dict[str, bytes]
-    """The indexes as checked out (the private one, the team's), to merge this session's
-    index edits onto newer ones."""
-
-    def intact(self) -> bool:
-        try:
-            found = os.stat(self.root)
-        except OSError:
-            return False
-        return (found.st_dev, found.st_ino) == self.inode
-
-
-def _check_out(where: Path, dir_id: str, rows: list[tuple[str, bytes, str, float]]) -> _Copy:
-    """A working copy of ``rows`` (what the database holds now, taken on the event loop:
-    a commit may change the job's state while this runs in a thread), for one session."""
-    where.mkdir(mode=0o700)
-    root = where / "memory"
-    root.mkdir(mode=0o700)
-    write_checkout(root, dir_id, 0, rows)
-    found = os.stat(root)
-    return _Copy(
-        root=root,
-        inode=(found.st_dev, found.st_ino),
-        base={path: digest for path, _, digest, _ in rows},
-        base_contents={path: content for path, content, _, _ in rows if _is_index(path)},
-    )
-
-
-_CLASH = "clash"
-
-
-def _is_index(path: str) -> bool:
-    return posixpath.basename(path) == ENTRYPOINT_NAME
-
-
-def _rebase(copy: _Copy, state: _Commits) -> list[tuple[str, bytes | None, float]] | str:
-    """What one session changed in its copy, onto what the database holds now: a file no
-    other commit touched since its checkout goes as it is; the index is merged by lines
-    (:func:`~memdir.queue._runs.merge_index`); another file changed by both is a clash
-    (``_CLASH``): the session's commit is refused and its turns run again."""
-    if not copy.intact():
-        raise _VanishedError
-    out: list[tuple[str, bytes | None, float]] = []
-    for path, content, mtime in changed_files(copy.root, copy.base):
-        committed = state.files.get(path)
-        if committed == copy.base.get(path):
-            out.append((path, content, mtime))
-        elif content is not None and committed == sha256(content):
-            continue  # the same bytes are committed already
-        elif _is_index(path) and content is not None:
-            now = state.contents[path][0] if path in state.contents else b""
-            merged = merge_index(copy.base_contents.get(path, b""), content, now)
-            if sha256(merged) != committed:
-                out.append((path, merged, mtime))
-        else:
-            return _CLASH
-    if not copy.intact():  # removed while it was being read: what was read is partial
-        raise _VanishedError
-    return out
-
-
-class _VanishedError(Exception):
-    """A session's working copy is gone or replaced: its run's writes are unknown."""
 
 
 class QueueWorker:
@@ -605,7 +351,7 @@ class QueueWorker:
                 worker=settings.name,
             )
             announced = snapshot.generation
-            state = _Commits(
+            state = Commits(
                 generation=snapshot.generation,
                 files=dict(snapshot.files),
                 contents={path: (content, mtime) for path, content, _, mtime in rows},
@@ -615,22 +361,22 @@ class QueueWorker:
             failed: set[str] = set()
             ended = asyncio.Event()
 
-            async def one(pending: _Pending, where: Path) -> DirRun:
+            async def one(pending: Pending, where: Path) -> DirRun:
                 try:
-                    copy: _Copy | None = None
+                    copy: Copy | None = None
                     try:
                         current = [
                             (path, state.contents[path][0], digest, state.contents[path][1])
                             for path, digest in state.files.items()
                         ]
-                        copy = await asyncio.to_thread(_check_out, where, dir_id, current)
+                        copy = await asyncio.to_thread(check_out, where, dir_id, current)
                         outcome, events = await self._run_session(copy.root, pending)
                     except Exception as exc:
                         # A session that cannot even start (its model, its stored
                         # parameters) fails alone, counted as an attempt so it parks
                         # after max_attempts; the directory's other sessions go on.
                         logger.warning("session %s of %s failed: %r", pending.session, dir_id, exc)
-                        outcome, events = _setup_failed(pending, exc), []
+                        outcome, events = setup_failed(pending, exc), []
                     async with state.lock:
                         begun = time.monotonic()
                         run = await self._commit(state, copy, pending, outcome, started_at, job_id)
@@ -649,7 +395,7 @@ class QueueWorker:
             try:
                 async with asyncio.TaskGroup() as group:
 
-                    def start(pending: _Pending) -> None:
+                    def start(pending: Pending) -> None:
                         running.add(pending.session)
                         where = scratch / f"s{len(tasks)}"
                         tasks.append(group.create_task(one(pending, where)))
@@ -789,7 +535,7 @@ class QueueWorker:
             async with await psycopg.AsyncConnection.connect(
                 self.settings.dsn, autocommit=True
             ) as conn:
-                await conn.execute(_RECORD_FAILURE, (job_id, reason))
+                await conn.execute(RECORD_FAILURE, (job_id, reason))
 
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -809,7 +555,7 @@ class QueueWorker:
 
     async def _snapshot(
         self, dir_id: str
-    ) -> tuple[int, list[tuple[str, bytes, str, float]], list[_Pending], Any]:
+    ) -> tuple[int, list[tuple[str, bytes, str, float]], list[Pending], Any]:
         async with self._connection() as conn, conn.transaction():
             # One consistent view of files, generation, cursors and pending rows.
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -828,11 +574,11 @@ class QueueWorker:
 
     async def _read_pendings(
         self, conn: psycopg.AsyncConnection[Any], dir_id: str, skip: Collection[str]
-    ) -> list[_Pending]:
+    ) -> list[Pending]:
         """The directory's runnable pending rows, but those of the sessions in ``skip``,
         each with the messages its run reads."""
-        pendings: list[_Pending] = []
-        rows = await (await conn.execute(_SNAPSHOT_PENDING, (dir_id,))).fetchall()
+        pendings: list[Pending] = []
+        rows = await (await conn.execute(SNAPSHOT_PENDING, (dir_id,))).fetchall()
         for row in rows:
             session, upto, version, turns, attempts, params, cwd, sent = row[:8]
             host_root, cursor_uuid, cursor_seq, since, covered_at = row[8:]
@@ -851,7 +597,7 @@ class QueueWorker:
                 tool_result_chars=self.settings.config.tool_result_chars,
             )
             pendings.append(
-                _Pending(
+                Pending(
                     dir_id=dir_id,
                     session=session,
                     upto_seq=int(upto),
@@ -873,7 +619,7 @@ class QueueWorker:
 
     async def _more_pendings(
         self, dir_id: str, generation: int, skip: Collection[str]
-    ) -> list[_Pending]:
+    ) -> list[Pending]:
         """Turns that arrived while the job's runs went on, for sessions not running now
         (``skip``); none when the directory moved past ``generation`` (another worker
         committed: this job's next commit would be refused anyway)."""
@@ -889,7 +635,7 @@ class QueueWorker:
             return await self._read_pendings(conn, dir_id, skip)
 
     async def _run_session(
-        self, root: Path, pending: _Pending
+        self, root: Path, pending: Pending
     ) -> tuple[SessionOutcome, list[Event]]:
         """One session's turns, decided and run by the extractor as one machine does;
         with the events one machine would have emitted, held for :meth:`extract` to send
@@ -971,15 +717,15 @@ class QueueWorker:
 
     async def _commit(
         self,
-        state: _Commits,
-        copy: _Copy | None,
-        pending: _Pending,
+        state: Commits,
+        copy: Copy | None,
+        pending: Pending,
         outcome: SessionOutcome,
         started_at: Any,
         job_id: int | None,
     ) -> DirRun:
         """One session's run: what it changed in its own working copy, onto what the
-        job's earlier commits left (:func:`_rebase`), with the session's cursor and
+        job's earlier commits left (:func:`rebase`), with the session's cursor and
         pending row, fenced by the generation those commits left (the caller holds
         ``state.lock``). A failed run commits no files: its turns run again, and would
         write them again. A working copy that vanished fails the run instead of reading
@@ -998,9 +744,9 @@ class QueueWorker:
         files: list[tuple[str, bytes | None, float]] = []
         if copy is not None and outcome.outcome != "failed":
             try:
-                rebased = await asyncio.to_thread(_rebase, copy, state)
-            except _VanishedError:
-                outcome = _failed(outcome, "its working copy was removed during the run")
+                rebased = await asyncio.to_thread(rebase, copy, state)
+            except VanishedError:
+                outcome = as_failed(outcome, "its working copy was removed during the run")
                 rebased = []
             if isinstance(rebased, str):
                 # Another session of this job changed a file this one changed too:
@@ -1024,7 +770,7 @@ class QueueWorker:
                 # ran beside another): drop everything, the pending rows are untouched.
                 state.conflict = True
                 return refused
-            changed = await _write_files(conn, dir_id, files)
+            changed = await write_files(conn, dir_id, files)
             retry_attempt, parked = await self._commit_session(
                 conn, dir_id, generation, pending, outcome, started_at, job_id
             )
@@ -1065,7 +811,7 @@ class QueueWorker:
         conn: psycopg.AsyncConnection[Any],
         dir_id: str,
         generation: int,
-        pending: _Pending,
+        pending: Pending,
         outcome: SessionOutcome,
         started_at: Any,
         job_id: int | None,
@@ -1209,111 +955,3 @@ class QueueWorker:
             attempt=attempt,
             delay_seconds=delay,
         )
-
-
-def _setup_failed(pending: _Pending, exc: Exception) -> SessionOutcome:
-    """The outcome of a session whose run could not start."""
-    return SessionOutcome(
-        session=pending.session,
-        outcome="failed",
-        from_seq=pending.cursor_seq + 1,
-        to_seq=pending.cursor_seq,
-        error=f"{type(exc).__name__}: {exc}"[:500],
-    )
-
-
-def _failed(outcome: SessionOutcome, error: str) -> SessionOutcome:
-    """``outcome`` turned into a failure that commits nothing."""
-    return SessionOutcome(
-        session=outcome.session,
-        outcome="failed",
-        from_seq=outcome.from_seq,
-        to_seq=outcome.from_seq - 1,
-        error=error,
-        rows_read=outcome.rows_read,
-    )
-
-
-async def _write_files(
-    conn: psycopg.AsyncConnection[Any],
-    dir_id: str,
-    files: Sequence[tuple[str, bytes | None, float]],
-) -> int:
-    """Upsert the changed files and delete the removed ones; returns how many."""
-    for path, content, mtime in files:
-        if content is None:
-            await conn.execute(
-                "DELETE FROM memdir_files WHERE dir_id = %s AND path = %s", (dir_id, path)
-            )
-            continue
-        await conn.execute(
-            "INSERT INTO memdir_files (dir_id, path, content, sha256, mtime) "
-            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (dir_id, path) DO UPDATE SET "
-            "content = excluded.content, sha256 = excluded.sha256, mtime = excluded.mtime",
-            (dir_id, path, content, sha256(content), mtime),
-        )
-    return len(files)
-
-
-_RECORD_FAILURE = (
-    "INSERT INTO memdir_job_failures (job_id, reason) VALUES (%s, %s) "
-    "ON CONFLICT (job_id) DO UPDATE SET reason = excluded.reason, failed_at = clock_timestamp()"
-)
-
-
-async def sweep(
-    app: procrastinate.App,
-    dsn: str,
-    *,
-    queue: str = QUEUE_NAME,
-    stalled_after: float = 30.0,
-    sink: Sink | None = None,
-    priority: int = 50,
-) -> tuple[int, int]:
-    """Heal what crashes leave behind; returns (jobs failed, directories re-deferred).
-
-    A job whose worker stopped heart-beating for ``stalled_after`` seconds is marked
-    **failed** (retrying it would collide with the queueing lock of the job waiting
-    behind it, procrastinate#1446), with why, for ``memdir queue status``; its pending
-    rows were never consumed. Then every
-    directory with pending rows and no job waiting or running gets one, at ``priority``
-    (ahead of ordinary jobs: it has waited already). ``app`` must be open.
-    """
-    failed = 0
-    deferred = 0
-    reason = f"stalled: its worker sent no heartbeat for {stalled_after:g} s"
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        for job in await app.job_manager.get_stalled_jobs(
-            queue=queue, task_name=EXTRACT_TASK, seconds_since_heartbeat=stalled_after
-        ):
-            await app.job_manager.finish_job(
-                job, status=procrastinate.jobs.Status.FAILED, delete_job=False
-            )
-            await conn.execute(_RECORD_FAILURE, (job.id, reason))
-            failed += 1
-            emit(sink, "queue.stalled_failed", job_id=job.id, dir_id=job.lock or "")
-        rows = await (
-            await conn.execute(
-                "SELECT DISTINCT p.dir_id FROM memdir_pending p WHERE NOT EXISTS ("
-                " SELECT 1 FROM procrastinate_jobs j WHERE j.lock = p.dir_id"
-                f" AND j.task_name = %s AND j.status IN ('todo', 'doing')) AND {RUNNABLE_PENDING}",
-                (EXTRACT_TASK,),
-            )
-        ).fetchall()
-        for (dir_id,) in rows:
-            deferrer = app.configure_task(
-                EXTRACT_TASK,
-                lock=dir_id,
-                queueing_lock=dir_id,
-                queue=queue,
-                priority=priority,
-                connection=conn,
-            )
-            try:
-                async with conn.transaction():
-                    await deferrer.defer_async(dir_id=dir_id)
-                deferred += 1
-                emit(sink, "queue.redeferred", dir_id=dir_id)
-            except AlreadyEnqueued:
-                pass
-    return failed, deferred
