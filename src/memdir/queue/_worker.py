@@ -29,15 +29,15 @@ by :func:`sweep`, never retried.
 
 This module holds :class:`QueueWorker`, the worker's life and its runs; the settings and
 results are in :mod:`memdir.queue._settings`, the working copies and their rebase in
-:mod:`memdir.queue._copies`, the sweeper in :mod:`memdir.queue._sweep` (all re-exported
-here, where they were first defined).
+:mod:`memdir.queue._copies`, a session's commit and its retries in
+:mod:`memdir.queue._commit`, the sweeper in :mod:`memdir.queue._sweep` (the public names
+re-exported here, where they were first defined).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import posixpath
 import time
 from collections.abc import AsyncIterator, Collection, Sequence
 from pathlib import Path
@@ -46,23 +46,19 @@ from typing import Any
 import procrastinate
 import psycopg
 import psycopg_pool
-from procrastinate.exceptions import AlreadyEnqueued
 
 from memdir.extract import MemoryExtractor, TurnContext
 from memdir.extract._coordinator import Outcome, host_memory_paths, start_after
-from memdir.queue._app import CONNECT_TIMEOUT, EXTRACT_TASK, NOTIFY_CHANNEL, SWEEP_TASK, make_app
+from memdir.queue._app import CONNECT_TIMEOUT, EXTRACT_TASK, SWEEP_TASK, make_app
 from memdir.queue._codec import decode_params, model_name
+from memdir.queue._commit import commit
 from memdir.queue._copies import (
     SNAPSHOT_PENDING,
     Commits,
     Copy,
     Pending,
-    VanishedError,
-    as_failed,
     check_out,
-    rebase,
     setup_failed,
-    write_files,
 )
 from memdir.queue._lifecycle import (
     LifeWorker,
@@ -78,12 +74,11 @@ from memdir.queue._lifecycle import (
     watch_database,
 )
 from memdir.queue._prune import register_prune
-from memdir.queue._runs import SessionsParkedError, failure_reason, read_session
+from memdir.queue._runs import SessionsParkedError, read_session
 from memdir.queue._schema import check_schema
 from memdir.queue._settings import DirRun, SessionOutcome, WorkerSettings
-from memdir.queue._store import FILES_SQL, Checkout, sha256
+from memdir.queue._store import FILES_SQL, Checkout
 from memdir.queue._sweep import RECORD_FAILURE, sweep
-from memdir.store import ENTRYPOINT_NAME
 from memdir.telemetry import CollectingSink, Event, emit
 
 __all__ = ["DirRun", "QueueWorker", "SessionOutcome", "WorkerSettings", "sweep"]
@@ -379,7 +374,17 @@ class QueueWorker:
                         outcome, events = setup_failed(pending, exc), []
                     async with state.lock:
                         begun = time.monotonic()
-                        run = await self._commit(state, copy, pending, outcome, started_at, job_id)
+                        run = await commit(
+                            state,
+                            copy,
+                            pending,
+                            outcome,
+                            started_at,
+                            job_id,
+                            settings=self.settings,
+                            app=self.app,
+                            connection=self._connection,
+                        )
                         state.db_seconds += time.monotonic() - begun
                     done = run.sessions[0]
                     if done.error is not None or not (run.committed or run.conflict):
@@ -714,244 +719,3 @@ class QueueWorker:
                 rows_read=read.rows,
             )
         return result, events
-
-    async def _commit(
-        self,
-        state: Commits,
-        copy: Copy | None,
-        pending: Pending,
-        outcome: SessionOutcome,
-        started_at: Any,
-        job_id: int | None,
-    ) -> DirRun:
-        """One session's run: what it changed in its own working copy, onto what the
-        job's earlier commits left (:func:`rebase`), with the session's cursor and
-        pending row, fenced by the generation those commits left (the caller holds
-        ``state.lock``). A failed run commits no files: its turns run again, and would
-        write them again. A working copy that vanished fails the run instead of reading
-        as every memory deleted."""
-        dir_id = pending.dir_id
-        generation = state.generation
-        refused = DirRun(
-            dir_id=dir_id,
-            generation=generation,
-            committed=False,
-            conflict=True,
-            sessions=(outcome,),
-        )
-        if state.conflict:
-            return refused
-        files: list[tuple[str, bytes | None, float]] = []
-        if copy is not None and outcome.outcome != "failed":
-            try:
-                rebased = await asyncio.to_thread(rebase, copy, state)
-            except VanishedError:
-                outcome = as_failed(outcome, "its working copy was removed during the run")
-                rebased = []
-            if isinstance(rebased, str):
-                # Another session of this job changed a file this one changed too:
-                # nothing of this run is committed, its turns run again from the
-                # committed state (no attempt counted: nothing failed).
-                await self._retry_clash(dir_id, pending.session)
-                return DirRun(
-                    dir_id=dir_id, generation=generation, committed=False, sessions=(outcome,)
-                )
-            files = rebased
-        async with self._connection() as conn, conn.transaction():
-            fenced = await (
-                await conn.execute(
-                    "UPDATE memdir_dirs SET generation = generation + 1, updated_at = now() "
-                    "WHERE dir_id = %s AND generation = %s RETURNING generation",
-                    (dir_id, generation),
-                )
-            ).fetchone()
-            if fenced is None:
-                # Someone committed since the checkout (this worker was presumed dead, or
-                # ran beside another): drop everything, the pending rows are untouched.
-                state.conflict = True
-                return refused
-            changed = await write_files(conn, dir_id, files)
-            retry_attempt, parked = await self._commit_session(
-                conn, dir_id, generation, pending, outcome, started_at, job_id
-            )
-            await conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, dir_id))
-            if retry_attempt:
-                await self._defer_retry(conn, dir_id, retry_attempt)
-        state.generation = generation + 1
-        for path, content, mtime in files:
-            if content is None:
-                state.files.pop(path, None)
-                state.contents.pop(path, None)
-            else:
-                state.files[path] = sha256(content)
-                state.contents[path] = (content, mtime)
-        return DirRun(
-            dir_id=dir_id,
-            generation=generation,
-            committed=True,
-            sessions=(outcome,),
-            files_changed=changed,
-            memories=tuple(
-                path
-                for path, content, _ in files
-                if content is not None and posixpath.basename(path) != ENTRYPOINT_NAME
-            ),
-            commits=1,
-            parked=(parked,) if parked is not None else (),
-        )
-
-    async def _retry_clash(self, dir_id: str, session: str) -> None:
-        """A retry job for a session whose commit clashed with another's."""
-        emit(self.settings.sink, "extract.clash", dir_id=dir_id, session=session)
-        async with self._connection() as conn, conn.transaction():
-            await self._defer_retry(conn, dir_id, 1)
-
-    async def _commit_session(
-        self,
-        conn: psycopg.AsyncConnection[Any],
-        dir_id: str,
-        generation: int,
-        pending: Pending,
-        outcome: SessionOutcome,
-        started_at: Any,
-        job_id: int | None,
-    ) -> tuple[int, str | None]:
-        """Cursors, the run's audit row and the consumed pending row of one session;
-        returns the attempt number to retry it with (0: no retry) and, for a session
-        parked now, why."""
-        keys = (dir_id, pending.session)
-        if outcome.outcome == "failed":
-            attempts = pending.attempts + 1
-            error = outcome.error or "failed"
-            if attempts >= self.settings.max_attempts:
-                reason = failure_reason(pending.session, error, attempts)
-                # Parked at the version that failed: a turn that arrived meanwhile is
-                # new work, and is retried as usual instead.
-                parked = await conn.execute(
-                    "UPDATE memdir_pending SET attempts = %s, last_error = %s, "
-                    "parked_version = version, parked_at = clock_timestamp() "
-                    "WHERE dir_id = %s AND session = %s AND version = %s",
-                    (attempts, reason, *keys, pending.version),
-                )
-                if parked.rowcount:
-                    emit(
-                        self.settings.sink,
-                        "extract.parked",
-                        dir_id=dir_id,
-                        session=pending.session,
-                        attempts=attempts,
-                        reason=reason,
-                    )
-                    return 0, reason
-            await conn.execute(
-                "UPDATE memdir_pending SET attempts = %s, last_error = %s, "
-                "parked_version = NULL, parked_at = NULL WHERE dir_id = %s AND session = %s",
-                (attempts, error, *keys),
-            )
-            return attempts, None
-        if outcome.outcome == "throttled":
-            await conn.execute(
-                "UPDATE memdir_sessions SET turns_since_run = turns_since_run + %s "
-                "WHERE dir_id = %s AND session = %s",
-                (pending.turns, *keys),
-            )
-        else:
-            cursor = pending.uuid_at(outcome.to_seq) if outcome.to_seq else None
-            read = pending.read
-            # A turn the host covered by saving memory itself is no turn for the throttle,
-            # as on one machine: only a run starts the count again. What the next run can
-            # need starts no earlier than what this one read (nothing known after a
-            # whole read: keep everything).
-            await conn.execute(
-                "UPDATE memdir_sessions SET cursor_uuid = %s, cursor_seq = %s, "
-                "turns_since_run = CASE WHEN %s THEN turns_since_run ELSE 0 END, "
-                "covered_at = %s, keep_from_seq = %s WHERE dir_id = %s AND session = %s",
-                (
-                    cursor,
-                    outcome.to_seq,
-                    outcome.outcome == "skipped",
-                    outcome.covered_at,
-                    0 if read.whole else read.context_from,
-                    *keys,
-                ),
-            )
-            if outcome.to_seq >= outcome.from_seq:
-                await conn.execute(
-                    "INSERT INTO memdir_runs (dir_id, session, generation, from_seq, to_seq, "
-                    "outcome, worker, job_id, started_at) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    (
-                        *keys,
-                        generation + 1,
-                        outcome.from_seq,
-                        outcome.to_seq,
-                        outcome.outcome,
-                        self.settings.name,
-                        job_id,
-                        started_at,
-                    ),
-                )
-        if (
-            outcome.outcome == "ran"
-            and outcome.error is not None
-            and outcome.to_seq < pending.upto_seq
-        ):
-            # Cut short after covering part of its turns (a chunk timed out or failed):
-            # the cursor moved, the rest stays pending and is retried.
-            await conn.execute(
-                "UPDATE memdir_pending SET last_error = %s WHERE dir_id = %s AND session = %s",
-                (outcome.error, *keys),
-            )
-            return 1, None
-        # Only the row this run read: a newer turn bumped the version and stays, with
-        # the turns it adds.
-        deleted = await conn.execute(
-            "DELETE FROM memdir_pending WHERE dir_id = %s AND session = %s AND version = %s",
-            (*keys, pending.version),
-        )
-        if deleted.rowcount == 0:
-            await conn.execute(
-                "UPDATE memdir_pending SET turns = GREATEST(turns - %s, 1), attempts = 0, "
-                "last_error = NULL, parked_version = NULL, parked_at = NULL "
-                "WHERE dir_id = %s AND session = %s",
-                (pending.turns, *keys),
-            )
-        return 0, None
-
-    async def _defer_retry(
-        self, conn: psycopg.AsyncConnection[Any], dir_id: str, attempt: int
-    ) -> None:
-        """A new job for a failed session, later: procrastinate's own retry would run into
-        the queueing lock of the job a newer turn already queued (procrastinate#1446)."""
-        settings = self.settings
-        delay = min(
-            settings.backoff_base_seconds * 2 ** (attempt - 1), settings.backoff_max_seconds
-        )
-        deferrer = self.app.configure_task(
-            EXTRACT_TASK,
-            lock=dir_id,
-            queueing_lock=dir_id,
-            queue=settings.queue,
-            schedule_in={"milliseconds": int(delay * 1000)},
-            connection=conn,
-        )
-        try:
-            async with conn.transaction():
-                await deferrer.defer_async(dir_id=dir_id, attempt=attempt)
-        except AlreadyEnqueued:
-            # A newer turn queued a job during the run; it retries the session too, so it
-            # waits the same backoff instead of asking a failing provider again at once.
-            await conn.execute(
-                "UPDATE procrastinate_jobs SET scheduled_at = GREATEST("
-                "COALESCE(scheduled_at, clock_timestamp()), "
-                "clock_timestamp() + %s * interval '1 second') "
-                "WHERE queueing_lock = %s AND status = 'todo' AND task_name = %s",
-                (delay, dir_id, EXTRACT_TASK),
-            )
-        emit(
-            self.settings.sink,
-            "extract.retry_deferred",
-            dir_id=dir_id,
-            attempt=attempt,
-            delay_seconds=delay,
-        )
