@@ -82,6 +82,40 @@ HOSTILE = [
     Case("npm install 'unterminated"),  # a parse error does not hide the command
     Case("npx cowsay hi", match="npx"),
     Case("npm ci", match="npm"),
+    # Short options written together, and options that carry their value.
+    Case("sudo -Eu root npm install"),
+    Case("sudo -iu root npm install"),
+    Case("sudo -uroot npm install"),
+    Case("sudo --user=root npm install"),
+    Case("env -iS 'npm install'"),
+    Case("env -S'npm install'"),
+    Case("env --split-string='npm install'"),
+    # Brace lists bash expands into the command's words.
+    Case("{npm,install}"),
+    Case("{npm,install} --force"),
+    Case("ls; {npm,install}"),
+    # Shell options with a value before -c, and scripts fed on stdin.
+    Case("bash -o errexit -c 'npm install'"),
+    Case("bash +O extglob -c 'npm install'"),
+    Case("bash --rcfile /dev/null -c 'npm install'"),
+    Case("bash <<< 'npm install'"),
+    Case("bash <<X\nnpm install\nX\n"),
+    Case(". /dev/stdin <<< 'npm install'"),
+    # Programs that run another command.
+    Case("find . -maxdepth 0 -exec npm install \\;"),
+    Case("watch -n 5 npm install"),
+    Case("su -c 'npm install'"),
+    Case("su ci -c 'npm install'"),
+    Case("runuser -u ci -- npm install"),
+    Case("script -qc 'npm install'", match="npm"),
+    Case("script -c 'npm install'"),
+    Case("flock /tmp/lock npm install"),
+    Case("chroot / npm install"),
+    Case("taskset 1 npm install"),
+    Case("strace -o /dev/null npm install"),
+    Case("trap 'npm install' EXIT"),
+    Case("coproc npm install"),
+    Case("busybox sh -c 'npm install'"),
 ]
 
 
@@ -102,6 +136,9 @@ LOOKALIKES = [
     Case("$TOOL install"),  # only run time knows the program
     Case("npm-check install"),
     Case("npmx install"),
+    Case("sudo -u npm pnpm install"),  # npm is the user here, not the program
+    Case("echo {npm,install}"),  # expanded into echo's words
+    Case("find . -name npm -print"),
 ]
 
 
