@@ -342,7 +342,7 @@ def test_a_session_that_cannot_start_is_parked_and_its_job_failed_with_why(pg_ds
     assert failed["dir_id"] == "dir-x"
     assert "session s1: RuntimeError: no model configured (injected)" in failed["reason"]
     assert [e.fields["dir_id"] for e in sink.events if e.name == "queue.job_failed"] == ["dir-x"]
-    from memdir._cli._queue import _render
+    from memdir._cli._queue_ops import _render
 
     assert "session s1: RuntimeError: no model configured" in _render(status)
 

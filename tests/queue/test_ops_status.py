@@ -16,7 +16,8 @@ pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
 import psycopg
 from click.testing import CliRunner
 
-from memdir._cli._queue import _duration, queue_group
+from memdir._cli._queue import queue_group
+from memdir._cli._queue_ops import _duration
 from memdir.extract import TurnContext
 from memdir.queue import QueueExtractor, queue_status
 from tests.queue._helpers import conversation, one
