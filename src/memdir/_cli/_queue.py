@@ -12,7 +12,6 @@ import asyncio
 import dataclasses
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -38,9 +37,6 @@ from memdir.errors import MemdirError
 from memdir.extract import ExtractConfig
 from memdir.models import Model, in_service, resolve_model
 from memdir.telemetry import JsonlSink, LoggingSink, Sink, fan_out
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["queue_group", "sync_command", "worker_command"]
 
