@@ -366,8 +366,8 @@ def frontmatter_example(prompt: str) -> str:
 @pytest.mark.parametrize("builder", BUILDERS)
 @pytest.mark.parametrize("skip_index", [False, True])
 def test_file_format_is_always_given(builder: Builder, skip_index: bool) -> None:
-    # Today's Claude Code layout by default (issue 23: the old `name: <short title>` and
-    # top-level `type` contradicted the host's memory section).
+    # Today's Claude Code layout by default (the old `name: <short title>` and top-level
+    # `type` contradicted the host's memory section).
     prompt = builder.build(3, "", skip_index)
     how = section(prompt, "## How to save")
     assert "One fact per file (two facts, two files)" in how
@@ -488,7 +488,7 @@ def test_length_stays_compact(builder: Build, low: int, high: int) -> None:
     assert low <= words <= high
 
 
-# The turn's date (issue 23: "next Thursday" needs today's date to become a calendar date).
+# The turn's date ("next Thursday" needs today's date to become a calendar date).
 
 
 @pytest.mark.parametrize("builder", BUILDERS)

@@ -1,4 +1,4 @@
-"""The real-CLI fixtures of tests/claude_code, for the done-when test here."""
+"""The real-CLI fixtures of tests/claude_code, for the tests here."""
 
 from tests.claude_code.conftest import claude_binary, claude_cli
 

@@ -1,4 +1,4 @@
-"""Done when, with the real Claude Code CLI offline: a correction saved as a memory with its
+"""With the real Claude Code CLI offline: a correction saved as a memory with its
 rule stops the mistake in the next session, before it happens, in the memory's words."""
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ documentation, URLs without a password, commit ids, sentences about passwords.
 
 Everything is built at run time from the public shape of each format with seeded random
 characters: no literal here is a real credential, and the corpus is the same on every
-run. ``build_spellings()`` returns the entries; each positive's ``family`` is the issue's
-name for the hole it probes, so a report can say which family still leaks.
+run. ``build_spellings()`` returns the entries; each positive's ``family`` names the
+hole it probes, so a report can say which family still leaks.
 
 A note on JWTs: a whole, decodable JWT is counted as a credential even when it comes
 from documentation, since the scanner cannot know where a token came from and refusing a

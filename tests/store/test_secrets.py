@@ -217,12 +217,11 @@ def test_finds_each_provider_key(case: Case) -> None:
 
 
 def test_every_rule_has_a_sample() -> None:
-    # Rules added for issue 13 have theirs in the format table and in
-    # test_secrets_formats.py (CONTEXT_SAMPLES); those for issue 25 in
-    # test_secrets_spellings.py (SPELLING_SAMPLES).
+    # Later rules have theirs in the format table and in test_secrets_formats.py
+    # (CONTEXT_SAMPLES), or in test_secrets_spellings.py (SPELLING_SAMPLES).
     sampled = {c.rule_id for c in CASES} | {f.rule_id for f in FORMATS if f.rule_id}
     sampled |= {rule_id for rule_id, _, _ in CONTEXT_SAMPLES}
-    sampled |= {rule_id for rule_id, _, _ in SPELLING_SAMPLES}  # issue 25's spellings
+    sampled |= {rule_id for rule_id, _, _ in SPELLING_SAMPLES}
     assert sampled == {rule.id for rule in SECRET_RULES}
 
 

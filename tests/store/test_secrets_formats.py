@@ -1,4 +1,4 @@
-"""The token formats and syntaxes the secret guard used to let through (issue 13, item 7).
+"""The token formats and syntaxes the secret guard used to let through.
 
 One group per kind of miss: values known by the name before them when unquoted or in
 other syntaxes; credentials inside commands and URLs; Kubernetes, NuGet and Terraform

@@ -1,6 +1,6 @@
-"""Credentials in any spelling (issue 25, point 2): the guard reads what a person reads.
+"""Credentials in any spelling: the guard reads what a person reads.
 
-The corpus (``secret_spellings.py``) holds, per family the issue lists, credentials the
+The corpus (``secret_spellings.py``) holds, per family, credentials the
 guard used to let through: URL passwords with any character, passwords said in a
 sentence, SAS signatures, bare AWS secret keys, base64-wrapped and line-split keys,
 Oracle, PuTTY, ``.pgpass``, ``ldapsearch -w``, ``htpasswd``, Twilio's token by position,
