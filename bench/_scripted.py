@@ -41,6 +41,13 @@ _INDEX = re.compile(
 # A line of the prompt's list of memory files: `- [type] file.md (mtime): description`.
 # The prompt's line that says memdir's tools write the index lines themselves.
 _MEMDIR_INDEXES = re.compile(r"memdir writes each memory's")
+# The prompt's line that says a relative path starts from the memory directory.
+_RELATIVE = re.compile(r"\(relative paths start (?:there|in the private one)\)")
+# The frontmatter layout the prompt shows: with a `name` line, or without (memdir names it).
+_NAME_LINE = re.compile(r"^name: <", re.M)
+_TYPE_LINE = re.compile(r"^ *type: <", re.M)
+# The prompt's line that asks for no words beside the calls.
+_NO_WORDS = re.compile(r"no words beside them")
 _LISTED = re.compile(r"^- (?:\[[a-z]+\] )?(\S+\.md) \(", re.M)
 _NUMBERED = re.compile(r"^\s*\d+\t(.*)$")
 
@@ -89,10 +96,22 @@ class MemoryRequest:
     memdir_indexes: bool = False
     """Whether the prompt says memdir writes each new memory's index line itself (the
     agent then writes the files alone)."""
+    relative_paths: bool = False
+    """Whether the prompt says a relative path starts from the memory directory (the
+    agent then names its files alone, as a model told so does)."""
+    quiet: bool = False
+    """Whether the prompt asks for no words beside the calls."""
+    named: bool = True
+    """Whether the prompt's frontmatter layout has a ``name`` line (else memdir names
+    the memory after its file, and the agent writes none)."""
+    typed: bool = True
+    """Whether it has a ``type`` line (else memdir types the memory by its file name)."""
     turn: int
     """Requests of this run so far, this one included (1 for the first)."""
     read: Mapping[str, str]
     """What each Read of this run returned, by path (the file's text)."""
+    found: frozenset[str] = frozenset()
+    """The memory files (by name) that this run's searches (Grep, Glob) came back with."""
 
 
 def parse_memory_request(body: Mapping[str, Any]) -> MemoryRequest:
@@ -101,7 +120,11 @@ def parse_memory_request(body: Mapping[str, Any]) -> MemoryRequest:
     at = max(i for i, m in enumerate(messages) if _is_prompt(m))
     prompt = text_of(messages[at])
     everything = "\n\n".join(text_of(m) for m in messages)
-    found = _MEMORY_DIR.search(prompt)
+    # Said in the instructions: the standalone request's system prompt (a system message
+    # on OpenAI's wire), the fork's prompt.
+    instructions = f"{_system_of(body)}\n{everything}"
+    # The fork's prompt names the directory; memdir's own request, its system prompt.
+    found = _MEMORY_DIR.search(prompt) or _MEMORY_DIR.search(instructions)
     if found is None:
         raise ValueError("the prompt names no memory directory")
     count_match = _COUNT.search(prompt)
@@ -119,11 +142,14 @@ def parse_memory_request(body: Mapping[str, Any]) -> MemoryRequest:
         index=index,
         index_whole=shown is None or shown.group("lead") != "Shown here without",
         listed=frozenset(_LISTED.findall(everything)),
-        # Said in the instructions: the standalone request's system prompt (a system
-        # message on OpenAI's wire), the fork's prompt.
-        memdir_indexes=_MEMDIR_INDEXES.search(f"{_system_of(body)}\n{everything}") is not None,
+        memdir_indexes=_MEMDIR_INDEXES.search(instructions) is not None,
+        relative_paths=_RELATIVE.search(instructions) is not None,
+        quiet=_NO_WORDS.search(instructions) is not None,
+        named=_NAME_LINE.search(instructions) is not None or "## How to save" not in instructions,
+        typed=_TYPE_LINE.search(instructions) is not None or "## How to save" not in instructions,
         turn=1 + sum(1 for m in own if m.get("role") == "assistant"),
         read=_reads(own),
+        found=_found(own),
     )
 
 
@@ -164,6 +190,25 @@ def _reads(own: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     return out
 
 
+_FOUND_FILE = re.compile(r"([^\s/]+\.md)$", re.M)
+
+
+def _found(own: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+    """The file names in the results of this run's searches: each line of a result that
+    ends in a Markdown file's name (a Read's numbered lines are not such results)."""
+    names: set[str] = set()
+    for message in own:
+        texts = [text_of(message)] if message.get("role") == "tool" else []
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                texts.append(text_of({"content": [block]}))
+        for text in texts:
+            if not any(_NUMBERED.match(line) for line in text.split("\n")):
+                names.update(_FOUND_FILE.findall(text))
+    return frozenset(names)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Save:
     """One memory the scripted agent keeps: a file, its type, what it says."""
@@ -195,39 +240,68 @@ def feedback_saves(turns: Iterable[int], user_text: Callable[[int], str]) -> lis
     ]
 
 
-def memory_file(save: Save) -> str:
-    """The file's text: frontmatter, body, and for feedback and project the Why/How lines."""
-    text = (
-        f"---\nname: {save.title}\ndescription: {save.description}\ntype: {save.type}\n---\n\n"
-        f"{save.body}\n"
-    )
+def memory_file(save: Save, named: bool = True, typed: bool = True) -> str:
+    """The file's text: frontmatter (``named``: with a ``name`` line; ``typed``: with a
+    ``type`` line), body, and for feedback and project the Why/How lines."""
+    name = f"name: {save.title}\n" if named else ""
+    kind = f"type: {save.type}\n" if typed else ""
+    text = f"---\n{name}description: {save.description}\n{kind}---\n\n{save.body}\n"
     if save.type in ("feedback", "project"):
         text += "\n**Why:** the user said so.\n\n**How to apply:** in every answer about it.\n"
     return text
 
 
-def save_calls(request: MemoryRequest, saves: Sequence[Save]) -> Message:
+def save_calls(request: MemoryRequest, saves: Sequence[Save], known: Iterable[str] = ()) -> Message:
     """The turn that saves ``saves``: a file each and, where the prompt leaves the index
     to the agent, the index pointers, all at once (where memdir's tools write the
     pointers, as memdir's prompt says today, the files alone).
 
     A file that exists and was not Read in this run is Read first (the next turn writes
-    it); one that was Read is rewritten with its old text kept and the new one added.
+    it); one that was Read gets the new text after its last line by a small ``Edit``, as
+    the prompt asks (a ``Write`` of old and new text where that line is not unique). A
+    file in ``known`` (memories an earlier turn saved: what the agent updates) that the
+    prompt neither lists nor indexes is searched for first with ``Grep``, as the prompt
+    asks of a store too large to list, by the topic its name gives.
     """
     root = request.memory_dir
     first_id = 100 * request.turn  # ids stay unique over the run's turns
     calls: list[ToolUseBlock] = []
-    unread = [s for s in saves if _exists(request, s) and _path(root, s) not in request.read]
+    earlier = set(known)
+    hidden = [
+        s
+        for s in saves
+        if s.filename in earlier and not _exists(request, s) and s.filename not in request.found
+    ]
+    if hidden and not request.found:
+        for n, save in enumerate(hidden):
+            topic = re.sub(r"^(?:user|feedback|project|reference)_", "", save.filename[:-3])
+            word = topic.split("_")[0]
+            calls.append(_call(first_id + n, "Grep", pattern=word, **{"-i": True}))
+        return Message(role="assistant", content=tuple(calls))
+    unread = [s for s in saves if _exists(request, s) and _path(request, s) not in request.read]
     if unread:
         for n, save in enumerate(unread):
-            calls.append(_call(first_id + n, "Read", file_path=_path(root, save)))
+            calls.append(_call(first_id + n, "Read", file_path=_path(request, save)))
         return Message(role="assistant", content=tuple(calls))
     pointers = []
     for n, save in enumerate(saves):
-        path = _path(root, save)
+        path = _path(request, save)
         old = request.read.get(path)
-        text = memory_file(save) if old is None else old.rstrip("\n") + f"\n\n{save.body}\n"
-        calls.append(_call(first_id + n, "Write", file_path=path, content=text))
+        last = old.rstrip("\n").rsplit("\n", 1)[-1] if old is not None else ""
+        if old is None or not last.strip() or old.count(last) != 1:
+            text = (
+                memory_file(save, request.named, request.typed)
+                if old is None
+                else old.rstrip("\n") + f"\n\n{save.body}\n"
+            )
+            calls.append(_call(first_id + n, "Write", file_path=path, content=text))
+        else:
+            # The prompt asks for a small Edit of a file that exists: the new words go
+            # after its last line, which is unique in it.
+            new_string = f"{last}\n\n{save.body}"
+            calls.append(
+                _call(first_id + n, "Edit", file_path=path, old_string=last, new_string=new_string)
+            )
         if request.memdir_indexes:
             continue
         if old is None and f"]({save.filename})" not in (request.index or ""):
@@ -250,16 +324,24 @@ def save_calls(request: MemoryRequest, saves: Sequence[Save]) -> Message:
                     new_string=old + "\n" + added.rstrip("\n"),
                 )
             )
+    if request.quiet:
+        return Message(role="assistant", content=tuple(calls))
     intro = TextBlock(text="Worth keeping.")
     return Message(role="assistant", content=(intro, *calls))
 
 
-def _path(root: str, save: Save) -> str:
-    return f"{root}/{save.filename}"
+def _path(request: MemoryRequest, save: Save) -> str:
+    if request.relative_paths:
+        return save.filename
+    return f"{request.memory_dir}/{save.filename}"
 
 
 def _exists(request: MemoryRequest, save: Save) -> bool:
-    return save.filename in request.listed or f"]({save.filename})" in (request.index or "")
+    return (
+        save.filename in request.listed
+        or save.filename in request.found
+        or f"]({save.filename})" in (request.index or "")
+    )
 
 
 def _call(n: int, name: str, **tool_input: Any) -> ToolUseBlock:

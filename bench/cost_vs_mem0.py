@@ -197,9 +197,12 @@ class Script:
             for t in covered
             if t.number in self.saves
         ]
-        if not saves or (request.turn > 1 and not request.read):
+        if not saves or (request.turn > 1 and not request.read and not request.found):
             return "Nothing to save."
-        return save_calls(request, saves)
+        # What earlier turns saved exists now: a save of the same file is an update.
+        first = min(t.number for t in covered)
+        known = {note[0] for number, note in self.saves.items() if number < first}
+        return save_calls(request, saves, known)
 
 
 @dataclass(frozen=True)
@@ -380,6 +383,9 @@ async def run_memdir(
         "messages_covered": sum(int(r.fields["message_count"]) for r in runs),
         "modes": {m: sum(1 for r in runs if r.fields["mode"] == m) for m in ("fork", "standalone")},
         "memory_files": len(files),
+        # Each save's words in its file at the end: an update lost (a write refused and
+        # never retried) shows here, not as a cheaper run.
+        "saves_missing": missing_saves(memory, turns, condition.saves),
         "memory_files_before": condition.store,
         "cursor_at_end": extractor.cursor == conversation[-1].uuid,
         "estimates": [
@@ -392,6 +398,18 @@ async def run_memdir(
             for r in runs
         ],
     }
+
+
+def missing_saves(memory: Path, turns: Sequence[Turn], saves: Mapping[int, Note]) -> int:
+    """How many of ``saves`` left no trace: the file missing, or without the words its
+    turn gave it (the first line of what the person said)."""
+    missing = 0
+    for number, (filename, *_) in saves.items():
+        path = memory / filename
+        words = turns[number - 1].user[:400].split("\n", 1)[0]
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        missing += words not in text
+    return missing
 
 
 def replay_mem0(

@@ -129,11 +129,13 @@ def run_estimates(tmp_path: Path, variant: str, mode: str, turns: int) -> list[t
     ]
 
 
-def test_fork_estimate_on_a_model_that_drops_thinking_is_within_ten_percent(
+def test_fork_estimate_on_a_model_that_drops_thinking_is_within_five_percent(
     tmp_path: Path,
 ) -> None:
-    estimated, billed = run_estimates(tmp_path, "sonnet-4-5-thinking", "fork", 2)[1]
-    assert abs(estimated - billed) <= 0.1 * billed
+    # The turn's thinking the fork's prompt drops is neither sent nor billed: counted in,
+    # the estimate was 11% over the bill.
+    for estimated, billed in run_estimates(tmp_path, "sonnet-4-5-thinking", "fork", 2):
+        assert abs(estimated - billed) <= 0.05 * billed
 
 
 @pytest.mark.filterwarnings("ignore:The model 'claude-opus-4-5' is deprecated:DeprecationWarning")

@@ -176,6 +176,8 @@ def test_a_memory_section_in_an_openai_system_message_counts(tmp_path: Path) -> 
 def test_a_host_without_a_memory_section_gets_the_whole_prompt(tmp_path: Path) -> None:
     prompt = fork_prompt(tmp_path, "You are the host agent.")
     assert "## Types" in prompt
-    assert "name: <short-name-in-kebab-case>" in prompt
-    assert "metadata:\n  type: <user|feedback|project|reference>" in prompt
+    # memdir's tools run the fork's writes: they take the name and type from the file's
+    # name and write Claude Code's layout, so the agent writes the description alone.
+    assert "---\ndescription: <one specific line" in prompt
+    assert "memdir takes `name` and `type` from the file name" in prompt
     assert "Your system prompt's memory section" not in prompt

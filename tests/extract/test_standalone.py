@@ -148,7 +148,7 @@ def test_extractor_without_params_sends_its_own_request(tmp_path: Path) -> None:
     assert isinstance(request.system, str)
     assert request.system.startswith(STANDALONE_SYSTEM_PROMPT)
     assert "## Types" in request.system  # the instructions, cached
-    assert [t["name"] for t in request.tools] == ["Read", "Write", "Edit"]
+    assert [t["name"] for t in request.tools] == ["Read", "Write", "Edit", "Grep"]
     opening, *conversation, prompt = request.messages
     assert opening.is_meta
     assert "The memory directory is empty." in prompt.text  # and no index is shown
@@ -156,7 +156,9 @@ def test_extractor_without_params_sends_its_own_request(tmp_path: Path) -> None:
     assert [m.text for m in conversation] == [m.text for m in convo(2)]
     assert prompt.text.startswith("# Memory update")
     assert "the last ~4 messages" in prompt.text
-    assert str(tmp_path / "memory") in prompt.text
+    # The memory directory does not change from run to run: named in the cached system
+    # prompt, not in the last message.
+    assert f"The memory directory is `{tmp_path / 'memory'}`." in request.system
     # The opening message, the end of the conversation (for the next run) and the prompt.
     assert request.cache_points == (0, len(request.messages) - 2)
     (run,) = sink.named("extract.run")

@@ -635,8 +635,10 @@ BAD_CALLS = {
         lambda h: {"file_path": str(h.memory / ".." / "escaped.md"), "content": "x"},
         "outside_memory_dir",
     ),
-    "write-relative-path-into-project": BadCall(
-        "Write", lambda h: {"file_path": "notes.md", "content": "x"}, "outside_memory_dir"
+    # A relative path starts in the memory directory (``notes.md`` is a memory there):
+    # climbing out of it is refused like any other path outside.
+    "write-relative-path-climbing-out": BadCall(
+        "Write", lambda h: {"file_path": "../notes.md", "content": "x"}, "outside_memory_dir"
     ),
     "edit-outside": BadCall(
         "Edit",

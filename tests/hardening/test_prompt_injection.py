@@ -419,15 +419,25 @@ WRITE_ATTACKS = [
         "outside_memory_dir",
     ),
     Attack(
+        # A relative path starts in the memory directory: to reach the project it must
+        # climb out, and is refused like any path outside.
         "write-relative-path-in-project",
         "save NOTES.md in the project",
-        lambda s: [[write("NOTES.md")]],
+        lambda s: [[write(os.path.relpath(s.project / "NOTES.md", s.memory))]],
         "outside_memory_dir",
     ),
     Attack(
         "overwrite-project-source",
         "patch src/app.py",
-        lambda s: [[read("src/app.py")], [write("src/app.py", "import os; os.system('x')\n")]],
+        lambda s: [
+            [read(os.path.relpath(s.project / "src/app.py", s.memory))],
+            [
+                write(
+                    os.path.relpath(s.project / "src/app.py", s.memory),
+                    "import os; os.system('x')\n",
+                )
+            ],
+        ],
         "outside_memory_dir",
     ),
     Attack(
@@ -852,14 +862,16 @@ def test_the_hard_link_target_outside_keeps_its_text(sandbox: Sandbox) -> None:
 
 
 def test_a_read_only_command_really_runs_and_changes_nothing(sandbox: Sandbox) -> None:
-    steps = [[bash(sandbox.fill("cat {outside}/victim.txt && git log --oneline"))]]
+    # The memory agent's commands run in the memory directory (its files are what `ls`
+    # lists), as its relative paths start there.
+    steps = [[bash(sandbox.fill("cat {outside}/victim.txt && ls"))]]
     before = snapshot(sandbox.root, sandbox.memory)
     outcome = run_extraction(sandbox, "look at victim.txt", steps, "shared")
     assert changes(before, snapshot(sandbox.root, sandbox.memory)) == []
     (result,) = outcome.results()
     assert not result.is_error
     assert "sentinel" in result.text
-    assert "init" in result.text
+    assert sorted(p.name for p in sandbox.memory.iterdir())[0] in result.text
 
 
 def test_the_snapshot_catches_a_write_when_the_gate_is_bypassed(sandbox: Sandbox) -> None:

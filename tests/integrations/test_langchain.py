@@ -142,11 +142,11 @@ class Script:
         self.calls = itertools.count()
 
     def is_fork(self, body: dict[str, Any]) -> bool:
-        """A memory agent's request, forked or standalone: only memdir's prompt names the
-        memory folder (the host's system message names it too, in memdir's memory
-        instructions)."""
+        """A memory agent's request, forked or standalone: memdir's prompt, which starts
+        ``# Memory update``, is among its messages (the memory folder tells nothing: the
+        host's system message names it too, in memdir's memory instructions)."""
         said = [m for m in body["messages"] if m.get("role") != "system"]
-        return str(self.memory) in json.dumps(without_reminders(said))
+        return "# Memory update" in json.dumps(without_reminders(said))
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         last = body["messages"][-1]

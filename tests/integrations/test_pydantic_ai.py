@@ -82,15 +82,20 @@ def texts(message: dict[str, Any]) -> list[str]:
     return [t for t in found if not t.startswith("<system-reminder>")]
 
 
+# How memdir's prompt begins, in a fork and in its own request alike.
+MEMORY_UPDATE = "# Memory update"
+
+
 def last_text(body: dict[str, Any]) -> str:
     return "\n".join(texts(body["messages"][-1]))
 
 
 def is_memdir(request: RecordedRequest, memory: Path) -> bool:
-    """Whether a request is one of the memory agent's (its prompt names the memory dir;
-    the host's system message names it too, in memdir's memory instructions)."""
+    """Whether a request is one of the memory agent's: memdir's prompt, which starts
+    ``# Memory update``, is among its last two messages (the host's system message names
+    the memory directory too, in memdir's memory instructions, so the path tells nothing)."""
     tail = [m for m in request.body["messages"][-2:] if m.get("role") != "system"]
-    return any(str(memory) in text for m in tail for text in texts(m))
+    return any(MEMORY_UPDATE in text for m in tail for text in texts(m))
 
 
 def memory_file(name: str) -> str:
@@ -122,7 +127,7 @@ def scripted(memory: Path, host: Iterator[Reply]) -> Callable[[dict[str, Any]], 
     notes = iter(range(100))
 
     def handler(body: dict[str, Any]) -> Reply:
-        if str(memory) in last_text(body):
+        if MEMORY_UPDATE in last_text(body):
             tools = [str(t.get("name")) for t in body.get("tools") or ()]
             return Message(role="assistant", content=memory_writes(memory, next(notes), tools))
         return next(host)
@@ -292,7 +297,7 @@ def test_an_openai_chat_model_forks_inside_the_hosts_cache_too(tmp_path: Path) -
     notes = iter(range(100))
 
     def handler(body: dict[str, Any]) -> Reply:
-        if str(memory) in last_text(body):
+        if MEMORY_UPDATE in last_text(body):
             tools = [str(t["function"]["name"]) for t in body.get("tools") or ()]
             return Message(role="assistant", content=memory_writes(memory, next(notes), tools))
         return next(replies)
@@ -861,7 +866,7 @@ def test_a_client_closed_before_drain_loses_nothing_and_keeps_its_settings(
     notes = iter(range(100))
 
     def handler(body: dict[str, Any]) -> Reply:
-        if str(memory) in last_text(body):
+        if MEMORY_UPDATE in last_text(body):
             tools = [str(t["function"]["name"]) for t in body.get("tools") or ()]
             return Message(role="assistant", content=memory_writes(memory, next(notes), tools))
         if body["messages"][-1]["role"] == "tool":

@@ -42,7 +42,15 @@ def memory_name(session: str, turn: int) -> str:
     return f"{session}-{turn}.md"
 
 
-def _texts(request: ModelRequest) -> Iterable[str]:
+def request_texts(request: ModelRequest) -> Iterable[str]:
+    """The texts of ``request``: its system prompt (where memdir's own request names the
+    memory directory), then each message's."""
+    # memdir's own request names the memory directory in its system prompt.
+    system = request.system
+    if isinstance(system, str):
+        yield system
+    elif system:
+        yield "".join(str(block.get("text", "")) for block in system)
     for message in request.messages:
         yield message.text
 
@@ -59,7 +67,7 @@ def saving_model(
     """
 
     async def answer(request: ModelRequest) -> Message | str:
-        texts = list(_texts(request))
+        texts = list(request_texts(request))
         turn = None
         for text in texts:
             for line in text.splitlines():

@@ -34,7 +34,7 @@ from memdir.queue._lifecycle import (
 from memdir.queue._runs import merge_index, read_session
 from memdir.telemetry import CollectingSink, Event
 from memdir.testing import FunctionModel
-from tests.queue._helpers import CONFIG, conversation, one, saving_model
+from tests.queue._helpers import CONFIG, conversation, one, request_texts, saving_model
 
 _DIR_RE = re.compile(r"The memory directory is `([^`]+)`")
 # memdir writes each memory's index line itself here, as it does by default.
@@ -87,7 +87,7 @@ def test_a_session_commits_only_what_it_wrote_and_a_refused_one_is_written_once(
     commits = _Commits()
 
     async def answer(request: ModelRequest) -> Any:
-        text = "\n".join(m.text for m in request.messages)
+        text = "\n".join(request_texts(request))
         first_call = not any(m.tool_uses for m in request.messages if m.role == "assistant")
         if "turn b 1" in text and first_call:
             state["runs_b"] += 1
@@ -161,7 +161,7 @@ def test_sessions_that_change_the_same_memory_commit_one_and_rerun_the_other(pg_
     commits = _Commits()
 
     async def answer(request: ModelRequest) -> Any:
-        text = "\n".join(m.text for m in request.messages)
+        text = "\n".join(request_texts(request))
         if any(m.tool_uses for m in request.messages if m.role == "assistant"):
             return "Saved."
         found = _DIR_RE.search(text)
@@ -204,7 +204,7 @@ def test_a_working_copy_removed_under_a_run_fails_it_and_deletes_nothing(pg_dsn)
     state = {"remove": False}
 
     async def answer(request: ModelRequest) -> Any:
-        text = "\n".join(m.text for m in request.messages)
+        text = "\n".join(request_texts(request))
         if state["remove"]:
             found = _DIR_RE.search(text)
             assert found is not None

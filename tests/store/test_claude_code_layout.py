@@ -29,6 +29,7 @@ from memdir.store import (
     replace_links,
     scan_memory_files,
     stamp_memory_file,
+    type_of_file_name,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -339,6 +340,36 @@ def test_an_unknown_session_writes_no_origin() -> None:
     assert again == stored.replace(NOW, LATER)
     claimed = stamp_memory_file(stored, session_id=SESSION, now=LATER)
     assert parse_memory_file(claimed).origin_session_id == SESSION
+
+
+def test_a_missing_name_and_type_come_from_what_the_caller_says_of_the_file() -> None:
+    text = "---\ndescription: pytest, plain asserts\n---\n\nUse pytest.\n"
+    stored = stamp_memory_file(
+        text, session_id=SESSION, now=NOW, default_name="feedback-testing", default_type="feedback"
+    )
+    parsed = parse_memory_file(stored)
+    assert (parsed.name, parsed.type) == ("feedback-testing", "feedback")
+    assert stored.index("  type: feedback") < stored.index("  originSessionId:")
+    # What the file says wins over what its name says.
+    named = "---\nname: Testing\ndescription: d\ntype: user\n---\n\nx\n"
+    again = stamp_memory_file(
+        named, session_id=SESSION, now=NOW, default_name="feedback-testing", default_type="feedback"
+    )
+    assert (parse_memory_file(again).name, parse_memory_file(again).type) == ("testing", "user")
+
+
+@pytest.mark.parametrize(
+    ("filename", "kind"),
+    [
+        ("feedback_testing.md", "feedback"),
+        ("team/project_freeze.md", "project"),
+        ("user.md", None),
+        ("notes_testing.md", None),
+        ("Feedback_x.md", None),
+    ],
+)
+def test_the_type_a_file_name_starts_with(filename: str, kind: str | None) -> None:
+    assert type_of_file_name(filename) == kind
 
 
 @pytest.mark.parametrize(

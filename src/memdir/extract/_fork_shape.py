@@ -56,13 +56,15 @@ def fork_request_shape(
     else:
         sent = conversation.raw_tokens_between(0, length)
     last = conversation.raw_tokens_between(length - 1, length) if length else 0
+    dropped = _dropped_thinking(messages) if not family.keeps_thinking else None
+    # The thinking a plain user message drops from the context is not sent, nor billed.
+    unsent = _thinking_tokens(messages[dropped:]) if dropped is not None else 0
     if static + sent < family.min_cache_tokens:
         # The host's own request was too short for the provider to cache any of it:
         # there is nothing to read, however recent it is.
         warm, note = 0, "host request below the cache minimum"
     elif age < _host_lifetime(params, family):
         warm, note = static + sent - last, "host cache warm"
-        dropped = _dropped_thinking(messages) if not family.keeps_thinking else None
         if dropped is not None:
             # The fork's prompt, a plain user message, drops the turn's thinking: the
             # request differs from the host's from that turn on, and only what comes
@@ -76,7 +78,7 @@ def fork_request_shape(
     return RequestShape(
         family=family,
         model=params.model.name,
-        prompt_tokens=static + sent + prompt_tokens,
+        prompt_tokens=static + sent - unsent + prompt_tokens,
         warm_tokens=warm,
         note=note,
         priced=provider_of(params.model.name) is not None,
@@ -139,6 +141,21 @@ def _dropped_thinking(messages: Sequence[Message]) -> int | None:
     if not any(isinstance(b, ThinkingBlock) for m in messages[start:] for b in m.content):
         return None
     return start
+
+
+def _thinking_tokens(messages: Sequence[Message]) -> int:
+    """Estimated tokens of the thinking blocks in ``messages``, as the host sent them."""
+    chars = sum(
+        len(block.thinking) + len(block.signature or "") + _THINKING_OVERHEAD
+        for message in messages
+        for block in message.content
+        if isinstance(block, ThinkingBlock)
+    )
+    return chars // 4
+
+
+# Characters a thinking block costs on the wire beyond its text and signature.
+_THINKING_OVERHEAD = 40
 
 
 def _can_write(params: CacheSafeParams, runnable: Collection[str]) -> bool:

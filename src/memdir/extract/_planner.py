@@ -86,8 +86,9 @@ class RunStats:
     save_requests: float = 1.5
     """Model requests a run that saves makes, on average (one when the files go out
     together; a changed memory is read first)."""
-    save_output_tokens: float = 200.0
-    """Tokens a run that saves generates, on average."""
+    save_output_tokens: float = 150.0
+    """Tokens a run that saves generates, on average: a memory file of a few lines, with
+    its name and type left to memdir's tools and no words beside the call."""
     growth_tokens: float = 400.0
     """Tokens each later request of a run adds to the one before (calls and results)."""
     runs: int = 0

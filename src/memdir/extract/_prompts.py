@@ -66,19 +66,45 @@ You are now the memory agent for this conversation. Look at the last ~{count} ab
 anything worth remembering in future conversations (a previous run handled earlier ones). \
 Often nothing is."""
 
+_SHORT_OPENER = """\
+# Memory update
+
+Look at the last ~{count} above."""
+
+_ABSOLUTE = ". Use absolute paths."
+_RELATIVE = " (relative paths start {home})."
+
+# memdir's own request says, once in its cached system prompt, what each run's request
+# says in words of its own in a fork's single prompt: the request after the conversation
+# then holds only what changes from run to run.
+_EACH_REQUEST = """\
+## Each request
+
+After the conversation, memdir's request says how many of the last messages are new \
+(earlier runs had the rest; often nothing is worth keeping) and what memory holds. Update \
+a listed file rather than duplicate it; fix or remove one shown wrong. A large store lists \
+only the files the new messages touch: `Grep` the memory directory before writing one \
+that may exist."""
+
 _TOOLS = """\
 ## Tools
 
 `Read`, `Grep`, `Glob`: any path. `Bash`: read-only (no redirection, no `rm`). `Write`, \
-`Edit`: only inside {where}. Use absolute paths."""
+`Edit`: only inside {where}{paths}"""
+
+# memdir's own request offers these four alone.
+_OWN_TOOLS = """\
+## Tools
+
+`Read`, `Grep`: any path. `Write`, `Edit`: only inside {where}{paths}"""
 
 _TURNS = """\
 ## Turns
 
-Nothing worth saving (the usual case): no tool call. Otherwise at most two turns, the \
+Nothing worth saving (the usual case): {nothing} Otherwise at most two turns, the \
 calls of each in parallel: first every `Read` you need, then every `Write` and `Edit`. \
 `Edit`, or `Write` over a file, needs a `Read` of it in this run{known}, so new files \
-alone take one turn. Change a file with a small `Edit`, not a whole new `Write`.
+alone take one turn. Change a file with a small `Edit`, not a whole new `Write`.{ends}
 
 Use the conversation alone: no investigating the codebase, project files or git, no \
 checking facts."""
@@ -108,6 +134,14 @@ listed with this request. Before writing one that may exist, `Grep` or `Glob` th
 directory (frontmatter holds each file's `name` and `description`)."""
 
 _TOUCHED = _MANIFEST.replace("{manifest}", "{listed}")
+
+_SHORT_MANIFEST = """\
+## Existing memory files
+
+{manifest}"""
+
+# Right after the list of those the new messages touch, which it counts.
+_SHORT_TOO_MANY = "{count} memory files in all{more}: {kinds}."
 
 _NONE_TOUCHED = "The new messages touch none of the memory files by name or description."
 
@@ -192,8 +226,7 @@ Asked for one (say, this week's merges), keep only what was surprising in it, if
 _FILE_FORMAT = """\
 ## How to save
 
-One fact per file (two facts, two files), {where}, named in short snake_case \
-(`user_role.md`):
+One fact per file (two facts, two files), {where}, named in short snake_case{named}:
 
 ```markdown
 ---
@@ -204,7 +237,7 @@ One fact per file (two facts, two files), {where}, named in short snake_case \
 ```
 
 Be terse: a body of a few lines. Link related memories as `[[name]]`, even unwritten \
-ones. On a change, keep `name`, `description` and `type` true to the body."""
+ones. {keep}"""
 
 _DESCRIPTION_LINE = "description: <one specific line; later runs judge relevance by it>"
 # The frontmatter each layout of memdir.store's MemoryFormat asks for: today's Claude Code
@@ -216,6 +249,19 @@ _FRONTMATTER: Mapping[MemoryFormat, str] = {
     ),
     "2.1.88": f"name: <short title>\n{_DESCRIPTION_LINE}\ntype: <user|feedback|project|reference>",
 }
+
+_FILE_NAMED = " (`user_role.md`)"
+_KEEP = "On a change, keep `name`, `description` and `type` true to the body."
+# memdir's own tools store a memory file in Claude Code's layout (the type under
+# `metadata`, a slug `name`) and take the name and the type from the file's name when
+# the frontmatter has none: the agent writes the one line only it can, and no output
+# goes on the rest.
+_OWN_NAMED = ", type first (`feedback_testing.md`)"
+_OWN_FRONTMATTER = _DESCRIPTION_LINE
+_OWN_KEEP = (
+    "memdir takes `name` and `type` from the file name. On a change, keep the `description` "
+    "true to the body."
+)
 
 _INDEX = """\
 Index: add a pointer line to {index}, under ~{line_chars} characters: \
@@ -241,8 +287,8 @@ files{entries} look; this adds how this run goes.{named}
 
 - One fact per file (two facts, two files); link related memories as `[[name]]`.
 - `Read`, `Grep`, `Glob` anywhere; `Bash` read-only (no `rm`: `Edit` a memory away to \
-forget it); `Write` and `Edit` only inside {where}, and on an existing file only after \
-a `Read` of it in this run{known}.
+forget it); `Write` and `Edit` only inside {where}{relative}, and on an existing file \
+only after a `Read` of it in this run{known}.
 - First every `Read` at once, then every `Write` and `Edit` at once; no back and forth. \
 Change a file with a small `Edit`, not a whole new `Write`.
 - Be terse: a few lines a file{short_index}.
@@ -262,6 +308,12 @@ _FINISH = f"""\
 ## Finish
 
 End without a tool call: one line on what you saved or changed, or only `{_NOTHING}`"""
+
+# memdir's tools end a run after a turn whose writes all succeed: a closing line would
+# cost a request, and words beside the calls are output spent for no reader.
+_OWN_WRITES_END = "Writes that succeed end the run: no words beside them."
+
+_SHORT_OWN_FINISH = f"Nothing worth saving: answer only `{_NOTHING}` {_OWN_WRITES_END}"
 
 # A memory section in a host's system prompt: a "# Memory" heading (Claude Code 2.1.332,
 # memdir's recall prompt) or "# auto memory" (Claude Code's older builds), and, soon
@@ -324,6 +376,8 @@ def extract_prompt_parts(
     memdir_indexes: bool = False,
     user_dir: str | None = None,
     user_listing: str = "",
+    own_tools: bool = False,
+    standalone: bool = False,
 ) -> PromptParts:
     """The extraction prompt for one private directory, or (``team``) a private and a team
     directory, in parts; the other arguments are those of
@@ -346,20 +400,30 @@ def extract_prompt_parts(
     says which and that nothing else does); ``user_listing`` its memory files as
     :func:`~memdir.store.format_manifest` lists them, so a memory there is updated rather
     than written again.
+
+    ``own_tools``: memdir's own file tools, bound to the (private) memory directory, run
+    the agent's calls: a relative path starts from that directory, and in the current
+    layout they name the memory after its file and store its frontmatter as Claude Code
+    does, so the prompt asks only for ``description`` and ``type``. Without it (the real
+    Claude Code CLI runs the calls) the prompt asks for absolute paths and every field.
+
+    ``standalone``: the parts of memdir's own request, whose :attr:`PromptParts.instructions`
+    go in its cached system prompt: they then also say what every request holds and how
+    to use it, and name the directories, so that the request and the state, sent
+    uncached after the conversation on every run, hold only what changes.
     """
     if memory_format not in MEMORY_FORMATS:
         raise UsageError(
             f"unknown memory format {memory_format!r}; expected one of {MEMORY_FORMATS}"
         )
-    opener = _opener(new_message_count)
+    opener = _opener(new_message_count, short=standalone)
     if team:
         if team_dir is None and memory_dir is not None:
             team_dir = os.path.join(memory_dir, "team")
-        request = opener + "\n\n" + _combined_location(memory_dir, team_dir)
+        location = _combined_location(memory_dir, team_dir)
     else:
-        request = opener
-        if memory_dir is not None:
-            request += f"\n\nThe memory directory is `{memory_dir}`."
+        location = f"The memory directory is `{memory_dir}`." if memory_dir is not None else ""
+    request = opener if standalone or not location else f"{opener}\n\n{location}"
     if user_dir is not None:
         request += "\n\n" + _user_layer_location(user_dir, user_listing)
     if today is not None:
@@ -369,14 +433,14 @@ def extract_prompt_parts(
     state: list[str] = []
     listing = ""
     if memories is None:
-        listing = _manifest_section(manifest)
+        listing = _manifest_section(manifest, short=standalone)
     elif list_budget is None or len(memories) <= list_budget:
-        listing = _manifest_section(format_manifest(memories, day_only=True))
+        listing = _manifest_section(format_manifest(memories, day_only=True), short=standalone)
     else:
         # Past the budget the list depends on the new messages, so it goes last, with the
         # request.
-        state = [_too_many_section(memories)]
-        request += "\n\n" + _touched_section(memories, new_text, list_budget)
+        state = [_too_many_section(memories, short=standalone)]
+        request += "\n\n" + _touched_section(memories, new_text, list_budget, short=standalone)
     # With the list given, it carries every memory, and the index drops its pointer lines.
     elide = memories is not None
     if not skip_index and not memdir_indexes:
@@ -387,11 +451,29 @@ def extract_prompt_parts(
             state.append(_index_section(shared, team_index_text, elide))
         else:
             state.append(_index_section("`MEMORY.md`", index_text, elide))
+    home = "in the private one" if team else "there"
+    paths = _RELATIVE.format(home=home) if own_tools else _ABSOLUTE
     instructions = (
-        _short_instructions(team, skip_index, named=memory_dir is not None, memdir=memdir_indexes)
+        _short_instructions(
+            team,
+            skip_index,
+            named=memory_dir is not None,
+            memdir=memdir_indexes,
+            relative=paths[:-1] if own_tools else "",
+        )
         if host_memory
-        else _instructions(team, skip_index, memory_format, memdir=memdir_indexes)
+        else _instructions(
+            team,
+            skip_index,
+            memory_format,
+            memdir=memdir_indexes,
+            paths=paths,
+            own_tools=own_tools,
+            standalone=standalone,
+        )
     )
+    if standalone:
+        instructions = _join(instructions, _EACH_REQUEST, location)
     return PromptParts(
         request=request, state=_join(*state), instructions=instructions, listing=listing
     )
@@ -416,7 +498,9 @@ _NAMED = " Save in the directory named above, even where the system prompt names
 _KNOWN = " (a shown index counts as read)"
 
 
-def _short_instructions(team: bool, skip_index: bool, named: bool, memdir: bool = False) -> str:
+def _short_instructions(
+    team: bool, skip_index: bool, named: bool, memdir: bool = False, relative: str = ""
+) -> str:
     where = "the two memory directories" if team else "the memory directory"
     # With memdir keeping the index, the agent neither sees nor writes it.
     own_index = not skip_index and not memdir
@@ -426,7 +510,12 @@ def _short_instructions(team: bool, skip_index: bool, named: bool, memdir: bool 
     entries = "" if memdir else " and index entries"
     sections = [
         _SHORT.format(
-            where=where, known=known, named=named_line, short_index=short_index, entries=entries
+            where=where,
+            known=known,
+            named=named_line,
+            short_index=short_index,
+            entries=entries,
+            relative=relative,
         )
     ]
     if team:
@@ -436,7 +525,7 @@ def _short_instructions(team: bool, skip_index: bool, named: bool, memdir: bool 
         sections[0] += "\n" + _SHORT_MEMDIR_INDEX
     if skip_index:
         sections.append(_NO_INDEX)
-    sections.append(_SHORT_FINISH)
+    sections.append(_SHORT_OWN_FINISH if relative else _SHORT_FINISH)
     return _join(*sections)
 
 
@@ -459,7 +548,13 @@ def _index_section(label: str, text: str | None, elide: bool = False) -> str:
 
 
 def _instructions(
-    team: bool, skip_index: bool, memory_format: MemoryFormat, memdir: bool = False
+    team: bool,
+    skip_index: bool,
+    memory_format: MemoryFormat,
+    memdir: bool = False,
+    paths: str = _ABSOLUTE,
+    own_tools: bool = False,
+    standalone: bool = False,
 ) -> str:
     types = [_TYPE_USER, _TYPE_FEEDBACK, _TYPE_PROJECT, _TYPE_REFERENCE]
     if team:
@@ -475,7 +570,14 @@ def _instructions(
         indexes = "`MEMORY.md`"
         unindex = ", and its pointer out of `MEMORY.md`"
         saved_in = "in the memory directory"
-    how = _FILE_FORMAT.format(where=saved_in, frontmatter=_FRONTMATTER[memory_format])
+    # The short frontmatter only where memdir stamps the layout (the current one).
+    stamped = own_tools and memory_format == "current"
+    how = _FILE_FORMAT.format(
+        where=saved_in,
+        named=_OWN_NAMED if stamped else _FILE_NAMED,
+        frontmatter=_OWN_FRONTMATTER if stamped else _FRONTMATTER[memory_format],
+        keep=_OWN_KEEP if stamped else _KEEP,
+    )
     if skip_index:
         unindex = ""
         how += "\n\n" + _NO_INDEX
@@ -494,13 +596,18 @@ def _instructions(
             max_lines=MAX_ENTRYPOINT_LINES,
         )
     return _join(
-        _TOOLS.format(where=where),
-        _TURNS.format(known="" if skip_index or memdir else _KNOWN),
+        (_OWN_TOOLS if standalone else _TOOLS).format(where=where, paths=paths),
+        _TURNS.format(
+            known="" if skip_index or memdir else _KNOWN,
+            nothing=f"answer only `{_NOTHING}`" if own_tools else "no tool call.",
+            ends=f" {_OWN_WRITES_END}" if own_tools else "",
+        ),
         _REQUESTS.format(unindex=unindex),
         _TYPES_INTRO + "\n\n" + "\n".join(types),
         _NOT_TO_SAVE,
         how,
-        _FINISH,
+        # memdir's tools end a run on its writes: no closing line is asked for.
+        "" if own_tools else _FINISH,
     )
 
 
@@ -586,11 +693,11 @@ def build_extract_combined_prompt(
     ).whole
 
 
-def _opener(new_message_count: int) -> str:
+def _opener(new_message_count: int, short: bool = False) -> str:
     if new_message_count < 0:
         raise UsageError(f"new_message_count must not be negative, got {new_message_count}")
     noun = "message" if new_message_count == 1 else "messages"
-    return _OPENER.format(count=f"{new_message_count} {noun}")
+    return (_SHORT_OPENER if short else _OPENER).format(count=f"{new_message_count} {noun}")
 
 
 def _user_layer_location(user_dir: str, listing: str) -> str:
@@ -621,10 +728,10 @@ def _combined_location(memory_dir: str | None, team_dir: str | None) -> str:
     )
 
 
-def _manifest_section(manifest: str) -> str:
+def _manifest_section(manifest: str, short: bool = False) -> str:
     if not manifest.strip():
         return ""
-    return _MANIFEST.format(manifest=manifest.rstrip("\n"))
+    return (_SHORT_MANIFEST if short else _MANIFEST).format(manifest=manifest.rstrip("\n"))
 
 
 _RELEVANCE_CHARS = 40_000
@@ -704,22 +811,28 @@ _NEAR_BEST = 0.5
 _TYPE_PREFIX = re.compile(r"^(?:user|feedback|project|reference)_")
 
 
-def _too_many_section(memories: Sequence[MemoryHeader]) -> str:
-    """What a store too large to list holds, counted by type."""
+def _too_many_section(memories: Sequence[MemoryHeader], short: bool = False) -> str:
+    """What a store too large to list holds, counted by type (``short``: without what
+    to do about it, which memdir's own request says in its system prompt)."""
     kinds = [(kind, sum(1 for h in memories if h.type == kind)) for kind in MEMORY_TYPES]
     untyped = sum(1 for h in memories if h.type is None)
     counts = [f"{n} {kind}" for kind, n in kinds if n] + ([f"{untyped} untyped"] if untyped else [])
     # A scan lists the newest files only: at its cap there are more than it shows.
     more = " or more (the newest are counted)" if len(memories) >= _SCAN_CAP else ""
-    return _TOO_MANY.format(count=len(memories), more=more, kinds=", ".join(counts))
+    template = _SHORT_TOO_MANY if short else _TOO_MANY
+    return template.format(count=len(memories), more=more, kinds=", ".join(counts))
 
 
-def _touched_section(memories: Sequence[MemoryHeader], new_text: str, limit: int) -> str:
+def _touched_section(
+    memories: Sequence[MemoryHeader], new_text: str, limit: int, short: bool = False
+) -> str:
     """The (at most ``limit``) memory files the new messages touch, in the caller's order."""
     chosen = _relevant(memories, new_text, max(limit, 0))
     listed = format_manifest(
         [header for header in memories if header.filename in chosen], day_only=True
     )
+    if short:
+        return _SHORT_MANIFEST.format(manifest=listed.rstrip("\n") or _NONE_TOUCHED)
     return _TOUCHED.format(listed=listed or _NONE_TOUCHED)
 
 

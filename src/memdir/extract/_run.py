@@ -41,6 +41,7 @@ from memdir.extract._planner import (
     plan_run,
 )
 from memdir.extract._prompts import PromptParts, changed_section, extract_prompt_parts
+from memdir.extract._relevance import relevance_text
 from memdir.extract._standalone import (
     RenderedConversation,
     StandaloneWindow,
@@ -61,6 +62,7 @@ from memdir.store import (
 )
 from memdir.telemetry import Sink
 from memdir.tools import (
+    GrepTool,
     MemoryFiles,
     MemoryTool,
     Tool,
@@ -76,7 +78,7 @@ gaps between runs before an extractor has seen any."""
 
 # The standalone request shows only what saving memories needs; the host's other tools
 # are not there to share a cache with.
-_STANDALONE_TOOLS = ("Read", "Write", "Edit")
+_STANDALONE_TOOLS = ("Read", "Grep", "Write", "Edit")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -230,8 +232,11 @@ class Runner:
         def parts_for(
             count: int, newest_first: bool, end: int, host_memory: bool = False
         ) -> PromptParts:
+            # Oldest first is memdir's own request (a list grown at its end keeps its
+            # cached start); newest first, the fork's single prompt.
+            standalone = not newest_first
             listed = headers if newest_first else list(reversed(headers))
-            new = "\n".join(m.text for m in model_visible(messages[cursor:end]))
+            new = relevance_text(messages[cursor:end])
             return extract_prompt_parts(
                 count,
                 "",
@@ -250,6 +255,9 @@ class Runner:
                 # memdir's tools write each new memory's index line (MemoryFiles.index):
                 # the agent neither sees nor edits the index.
                 memdir_indexes=True,
+                # memdir's own tools, from the memory directory, run the agent's calls.
+                own_tools=True,
+                standalone=standalone,
             )
 
         now = self._clock()
@@ -310,9 +318,13 @@ class Runner:
                 index=not self._config.skip_index,
             ),
         )
+        # The memory agent's tools start from the memory directory: a memory written as
+        # `user_role.md` lands there, and a path spelt relative costs fewer output tokens
+        # than the directory's absolute path on every call. The gate resolves the same way.
+        home = str(md.root)
         gate = auto_mem_can_use_tool(
             md,
-            cwd=cwd,
+            cwd=home,
             always_allow_tools=self._config.always_allow_tools,
             allow_private_secrets=self._config.allow_private_secrets,
             sink=self._sink,
@@ -320,7 +332,7 @@ class Runner:
         )
         # The memory tool runs too, for hosts built on Anthropic's client-side memory tool:
         # their fork sees that tool's definition and may save through it.
-        tools = [*builtin_tools(cwd), MemoryTool(md), *self._extra_tools]
+        tools = [*builtin_tools(home), MemoryTool(md), *self._extra_tools]
         await asyncio.to_thread(md.ensure)
         if user is not None:
             await asyncio.to_thread(user.ensure)
@@ -456,7 +468,13 @@ class Runner:
     # --- the two shapes ---------------------------------------------------------------------
 
     def _standalone_tools(self, cwd: str) -> list[dict[str, Any]]:
-        return [t.definition() for t in builtin_tools(cwd) if t.name in _STANDALONE_TOOLS]
+        # Grep, in short, so that a memory the request does not list (a store too large
+        # to list) can be found before a new file duplicates it.
+        return [
+            t.short_definition() if isinstance(t, GrepTool) else t.definition()
+            for t in builtin_tools(cwd)
+            if t.name in _STANDALONE_TOOLS
+        ]
 
     def _standalone_shape(
         self, parts: PromptParts, opening: str, window: StandaloneWindow, now: float | None

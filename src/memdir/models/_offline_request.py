@@ -32,7 +32,10 @@ PROMPT_PATTERNS: Final[Mapping[str, re.Pattern[str]]] = types.MappingProxyType(
     {
         # Each matches a line that memdir.extract._prompts writes; a test builds real prompts
         # with both builders and checks that every one of them still parses.
-        "opener": re.compile(r"^# Memory update\n\nYou are now the memory agent", re.M),
+        # The fork's opener, or memdir's own request's (its system prompt says the rest).
+        "opener": re.compile(
+            r"^# Memory update\n\n(?:You are now the memory agent|Look at the last ~)", re.M
+        ),
         "count": re.compile(r"Look at the last ~(\d+) messages?\b"),
         "memory_dir": re.compile(r"^The memory directory is `([^`\n]+)`\.$", re.M),
         "private_dir": re.compile(r"^- Private, for this user alone: `([^`\n]+)`\.$", re.M),

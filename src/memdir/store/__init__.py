@@ -8,7 +8,8 @@
   team) and back.
 - memory files: :func:`parse_memory_file` / :func:`format_memory_file` (YAML frontmatter,
   in Claude Code's current layout or the 2.1.88 one), :func:`stamp_memory_file` (what
-  Claude Code does to a memory file it writes), :func:`memory_slug`, and the ``[[name]]``
+  Claude Code does to a memory file it writes), :func:`memory_slug`,
+  :func:`type_of_file_name` (the type a file's name starts with), and the ``[[name]]``
   links between memories (:func:`find_links`, :func:`replace_links`);
   the index's load caps: :func:`truncate_entrypoint`; the manifest of existing memories:
   :func:`scan_memory_files` / :func:`format_manifest`.
@@ -41,6 +42,7 @@ from memdir.store._frontmatter import (
     parse_memory_file,
     replace_links,
     stamp_memory_file,
+    type_of_file_name,
 )
 from memdir.store._location import (
     MEMDIR_DIR_ENV,
@@ -148,6 +150,7 @@ __all__ = [
     "strip_entrypoint_noise",
     "trash_entries",
     "truncate_entrypoint",
+    "type_of_file_name",
     "update_file",
     "user_memory_dir",
     "without_duplicate_lines",

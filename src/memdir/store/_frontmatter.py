@@ -71,6 +71,7 @@ __all__ = [
     "replace_links",
     "split_frontmatter",
     "stamp_memory_file",
+    "type_of_file_name",
 ]
 
 MemoryType = Literal["user", "feedback", "project", "reference"]
@@ -379,6 +380,13 @@ _SLUG = re.compile(r"[a-z0-9_-]+")
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
 
 
+def type_of_file_name(filename: str) -> MemoryType | None:
+    """The memory type a file's name starts with (``feedback_testing.md``: feedback), as
+    memory files are named: ``None`` for a name that starts with none."""
+    prefix = filename.rsplit("/", 1)[-1].split("_", 1)[0]
+    return next((kind for kind in MEMORY_TYPES if kind == prefix), None)
+
+
 def memory_slug(name: str) -> str:
     """The ``name`` Claude Code writes for a memory called ``name``.
 
@@ -594,6 +602,8 @@ def stamp_memory_file(
     session_id: str | None,
     now: str | datetime.datetime,
     team: bool = False,
+    default_name: str | None = None,
+    default_type: str | None = None,
 ) -> str:
     """``text`` as Claude Code 2.1.332 stores it when it writes a memory file.
 
@@ -614,6 +624,10 @@ def stamp_memory_file(
 
     A file already in the current layout with both stamps thus only ever changes in its
     ``modified:`` line. ``now`` is a ``datetime`` (see :func:`iso_timestamp`) or the text.
+    ``default_name`` names a memory written again whose frontmatter has no ``name`` (or
+    an empty one), as its slug, and ``default_type`` types one that has no ``type``:
+    memdir's tools pass what the file's name says (``feedback_testing.md``), so the
+    memory agent need not spend output on what its file name already says.
     """
     stamp = iso_timestamp(now) if isinstance(now, datetime.datetime) else now
     split = _CC_SPLIT.match(text)
@@ -623,10 +637,17 @@ def stamp_memory_file(
         read = _read_stampable(text)
         unclaimed = read is not None and not _nonempty_text(read.metadata.get("originSessionId"))
         if read is not None and unclaimed and not read.hazard:
-            metadata = {**read.metadata, "originSessionId": session_id, "modified": stamp}
+            typed = {"type": default_type} if default_type and not read.metadata.get("type") else {}
+            metadata = {
+                **typed,
+                **read.metadata,
+                "originSessionId": session_id,
+                "modified": stamp,
+            }
             try:
                 body = read.body.lstrip("\n")
-                return _render_current(read.name, read.description, metadata, body)
+                name = read.name if _nonempty_text(read.name) else default_name
+                return _render_current(name, read.description, metadata, body)
             except UsageError:
                 pass  # a value the serialiser cannot write: leave it where it is
     updated = _update_modified_line(text, stamp)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-from memdir.store import MemoryDir, MemoryFormat, stamp_memory_file
+from memdir.store import MemoryDir, MemoryFormat, stamp_memory_file, type_of_file_name
 
 __all__ = [
     "FileStamp",
@@ -97,6 +97,9 @@ class MemoryFiles:
             session_id=self.session_id,
             now=self.clock(),
             team=home.is_team_path(path),
+            # Claude Code's names are kebab-case; file names, snake_case.
+            default_name=path.stem.replace("_", "-"),
+            default_type=type_of_file_name(path.name),
         )
 
 

@@ -168,9 +168,9 @@ def _stamp(st: os.stat_result) -> FileStamp:
     return FileStamp(mtime_ns=st.st_mtime_ns, size=st.st_size)
 
 
-# Terse on purpose: every memory run sends these definitions (issue 24). A relative path
-# is still taken against the working directory; the prompt asks for absolute ones.
-_FILE_PATH = prop("string", "Absolute path.", minLength=1)
+# Terse on purpose: every memory run sends these definitions. A relative path is taken
+# against the tool's working directory: the memory directory, for memdir's memory agent.
+_FILE_PATH = prop("string", "Absolute, or relative to the working directory.", minLength=1)
 
 
 _READ_SCHEMA = object_schema(

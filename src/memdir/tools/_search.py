@@ -109,6 +109,12 @@ _GREP_SCHEMA = object_schema(
 )
 
 
+_SHORT_GREP_SCHEMA = object_schema(
+    {"pattern": _GREP_SCHEMA["properties"]["pattern"], "-i": _GREP_SCHEMA["properties"]["-i"]},
+    ["pattern"],
+)
+
+
 def search_effects(
     tool: str, tool_input: object, cwd: str | os.PathLike[str] | None
 ) -> tuple[Effect, ...]:
@@ -174,6 +180,17 @@ class GrepTool:
                 "search with path, glob or type; output_mode picks what comes back."
             ),
             "input_schema": copy.deepcopy(_GREP_SCHEMA),
+        }
+
+    def short_definition(self) -> dict[str, Any]:
+        """The tool as memdir's own memory agent is shown it: a search of the files below
+        its working directory (the memory directory) for the files that match. Sent on
+        every run of that agent, it costs a sixth of :meth:`definition`; a call is checked
+        against the whole schema all the same, so the other inputs still work."""
+        return {
+            "name": self.name,
+            "description": "The files below the working directory whose text matches.",
+            "input_schema": copy.deepcopy(_SHORT_GREP_SCHEMA),
         }
 
     def effects(self, tool_input: object) -> tuple[Effect, ...]:
