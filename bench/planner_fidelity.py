@@ -24,7 +24,11 @@ warms memdir's cache for the runs after it is no mistake if those runs pay it ba
 Hindsight is the ``auto`` bill less every run's regret. (Adding up the cheaper of the two
 forced sessions' bills run by run, as this script once did, pairs runs no session can
 have: a forced standalone run cheap because the run before it warmed its cache, with the
-fork where that run was dearer.)
+fork where that run was dearer.) "Switch" is how much dearer the ``auto`` session is than
+its best single change of course: from one run on, every run sent the way that run did
+not go. It catches a loss spread over runs that single flips cannot see: two cold
+standalone runs at a session's end where forking both was cheaper, but forking the first
+alone leaves the second to write the same cold prefix.
 
 Schedules: ``warm`` (30 s between turns), ``mixed`` (seeded, one pause in four over the
 cache's five minutes), ``cold`` (six minutes between turns), on Claude Sonnet; then
@@ -186,8 +190,30 @@ def regrets(
     return out
 
 
+def switch(auto: list[dict[str, Any]], schedule: str, args: argparse.Namespace, name: str) -> float:
+    """The most one change of course saves: from some run on, every run sent the way that
+    run did not go. Single flips miss a loss spread over two runs (both cold standalone
+    runs before a session ends, where forking both was cheaper, but forking the first
+    leaves the second to write the same cold prefix); this catches it."""
+    total = sum(r["billed_cost"] for r in auto)
+    best = 0.0
+    for n, run in enumerate(auto):
+        other: Mode = "fork" if run["mode"] == "standalone" else "standalone"
+        flips = dict.fromkeys(range(n, len(auto)), other)
+        replay = session(
+            "auto", schedule, args.turns, args.system, args.save_every, name, flips, args.seed
+        )
+        best = max(best, total - sum(r["billed_cost"] for r in replay))
+    return best
+
+
 def row(
-    label: str, auto: list[dict[str, Any]], fork: list[Any], alone: list[Any], regret: list[float]
+    label: str,
+    auto: list[dict[str, Any]],
+    fork: list[Any],
+    alone: list[Any],
+    regret: list[float],
+    switched: float,
 ) -> str:
     errors = [abs(r["estimated_cost"] - r["billed_cost"]) / r["billed_cost"] for r in auto]
     run_errors = [abs(as_run(r) - r["billed_cost"]) / r["billed_cost"] for r in auto]
@@ -203,7 +229,8 @@ def row(
         f"{statistics.median(errors):>8.1%} {max(errors):>6.0%} "
         f"{f'{within}/{len(errors)}':>7} {f'{run_within}/{len(errors)}':>7} "
         f"{estimated / billed:>8.2f} {billed:>8.0f} "
-        f"{best:>9.0f} {billed / best - 1:>6.0%} {mode_best:>9.0f} {billed / mode_best - 1:>6.0%}"
+        f"{best:>9.0f} {billed / best - 1:>6.0%} {billed / (billed - switched) - 1:>6.0%} "
+        f"{mode_best:>9.0f} {billed / mode_best - 1:>6.0%}"
     )
 
 
@@ -221,7 +248,7 @@ def main() -> None:
     print(
         f"{'model / schedule':<24} {'runs f/s':>8} {'err med':>8} {'max':>6} "
         f"{'in 10%':>7} {'as run':>7} {'est/bill':>8} {'auto':>8} "
-        f"{'hindsight':>9} {'over':>6} {'best mode':>9} {'over':>6}"
+        f"{'hindsight':>9} {'over':>6} {'switch':>6} {'best mode':>9} {'over':>6}"
     )
     cases = [(MODEL, s) for s in ("warm", "mixed", "cold")]
     cases += [(m, s) for m in ("gpt-4.1", "gpt-4o") for s in ("mixed", "cold")]
@@ -232,7 +259,8 @@ def main() -> None:
             for mode in ("auto", "fork", "standalone")
         )
         regret = regrets(auto, schedule, args, name)
-        print(row(f"{name} {schedule}", auto, fork, alone, regret))
+        switched = switch(auto, schedule, args, name)
+        print(row(f"{name} {schedule}", auto, fork, alone, regret, switched))
         per_run[f"{name} {schedule}"] = (auto, regret)
     for label in (f"{MODEL} mixed", f"{MODEL} cold"):
         print(f"\nper run ({label}, auto): mode, estimates (fork, standalone, as run), bill,")
