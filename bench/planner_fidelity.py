@@ -35,7 +35,14 @@ cache's five minutes), ``cold`` (six minutes between turns), on Claude Sonnet; t
 ``mixed`` and ``cold`` on gpt-4.1 (which takes ``prompt_cache_retention: "24h"``) and gpt-4o
 (which does not). Output only.
 
+One draw of the ``mixed`` schedule is one sample of it: a draw that ends on two long
+pauses after nine short ones makes any choice made before the next pause look wrong.
+``--draws N`` also replays the ``mixed`` rows on the draws ``1`` to ``N`` and reports the
+sums over them: the planner's bill, hindsight's, and how far apart they are (each
+draw's figure beside it).
+
     python bench/planner_fidelity.py [--turns 12] [--system 3000] [--save-every 4] [--seed 24]
+        [--draws 20]
 """
 
 from __future__ import annotations
@@ -234,12 +241,34 @@ def row(
     )
 
 
+def over_draws(name: str, draws: int, args: argparse.Namespace) -> str:
+    """The ``mixed`` schedule's draws 1 to ``draws`` on ``name``: each draw's regret
+    (auto over hindsight), and the sums."""
+    billed = best = 0.0
+    each = []
+    for seed in range(1, draws + 1):
+        drawn = argparse.Namespace(**{**vars(args), "seed": seed})
+        auto = session("auto", "mixed", args.turns, args.system, args.save_every, name, seed=seed)
+        total = sum(r["billed_cost"] for r in auto)
+        hindsight = total - sum(regrets(auto, "mixed", drawn, name))
+        billed += total
+        best += hindsight
+        each.append(f"{total / hindsight - 1:.0%}")
+    return (
+        f"{name} mixed, draws 1-{draws}: auto {billed:.0f}, hindsight {best:.0f}, "
+        f"over {billed / best - 1:.1%} (each: {' '.join(each)})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=12)
     parser.add_argument("--system", type=int, default=3000, help="host system prompt tokens")
     parser.add_argument("--save-every", type=int, default=4)
     parser.add_argument("--seed", type=int, default=SEED, help="the mixed schedule's draw")
+    parser.add_argument(
+        "--draws", type=int, default=0, help="also sum the mixed rows over draws 1 to N"
+    )
     args = parser.parse_args()
     print(
         f"host system ~{args.system} tokens, {args.turns} turns, "
@@ -274,6 +303,10 @@ def main() -> None:
                 f" {run['billed_cost']:>6.0f} {lost:>5.0f}  {run['plan_reason']};"
                 f" {run['estimate_note']}"
             )
+    if args.draws > 0:
+        print()
+        for name in (MODEL, "gpt-4.1", "gpt-4o"):
+            print(over_draws(name, args.draws, args))
 
 
 if __name__ == "__main__":
