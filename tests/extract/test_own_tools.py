@@ -6,7 +6,9 @@ does not list."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +18,7 @@ from memdir.fork import CacheSafeParams
 from memdir.messages import Message, ToolResultBlock, ToolUseBlock
 from memdir.store import parse_memory_file
 from memdir.testing import ScriptedModel
+from memdir.tools import ToolContext, ToolOutput
 from tests.extract.test_bounded_state import fill
 
 NEW = (
@@ -75,8 +78,12 @@ def test_a_relative_path_cannot_climb_out_of_the_memory_directory(tmp_path: Path
         role="assistant",
         content=(call(1, "Write", file_path="../project/notes.md", content="x\n"),),
     )
-    run(memory, cwd, [escape, "Nothing to save."], "standalone", NEW)
+    model = run(memory, cwd, [escape, "Nothing to save."], "standalone", NEW)
     assert not (cwd / "notes.md").exists()
+    (result,) = model.requests[1].messages[-1].content
+    assert isinstance(result, ToolResultBlock)
+    assert result.is_error
+    assert "inside the memory directory" in result.text
 
 
 def test_a_type_or_name_the_agent_writes_wins_over_the_file_name(tmp_path: Path) -> None:
@@ -151,3 +158,75 @@ def test_a_memory_the_request_does_not_list_is_found_with_grep_and_updated(
     assert isinstance(result, ToolResultBlock)
     assert "user_role.md" in result.text
     assert "Data engineer (was backend)." in (memory / "user_role.md").read_text()
+
+
+class ProjectWrite:
+    """A tool of the host's own, named like memdir's Write but declaring no effects: it
+    writes a relative path from the process's folder, the project's."""
+
+    def __init__(self, project: Path) -> None:
+        self.project = project
+
+    @property
+    def name(self) -> str:
+        return "Write"
+
+    def definition(self) -> dict[str, object]:
+        return {"name": "Write", "description": "Write a file.", "input_schema": {}}
+
+    async def run(self, tool_input: Mapping[str, Any], context: ToolContext) -> ToolOutput:
+        (self.project / str(tool_input["file_path"])).write_text(str(tool_input["content"]))
+        return ToolOutput(content="written")
+
+
+def test_a_tool_that_declares_no_effects_is_judged_from_the_projects_folder(
+    tmp_path: Path,
+) -> None:
+    # The gate takes such a tool's relative path from where it runs, the project: not
+    # from the memory directory, where memdir's own tools start.
+    memory, cwd = tmp_path / "memory", tmp_path / "project"
+    cwd.mkdir()
+    model = ScriptedModel(
+        [
+            Message(
+                role="assistant",
+                content=(call(1, "Write", file_path="user_role.md", content="x\n"),),
+            ),
+            "Nothing to save.",
+        ]
+    )
+    extractor = MemoryExtractor(
+        memory,
+        model,
+        ExtractConfig(mode="standalone", load_instructions=False),
+        tools=[ProjectWrite(cwd)],
+    )
+
+    async def main() -> None:
+        extractor.on_turn_end(TurnContext(messages=NEW, cwd=str(cwd)))
+        await extractor.drain()
+
+    asyncio.run(main())
+    assert not (cwd / "user_role.md").exists()
+
+
+def test_a_team_memory_gets_its_name_and_type_from_its_file_name(tmp_path: Path) -> None:
+    memory, cwd = tmp_path / "memory", tmp_path / "project"
+    cwd.mkdir()
+    text = "---\ndescription: CI must pass before a merge\n---\n\nCI first.\n"
+    write = Message(
+        role="assistant",
+        content=(call(1, "Write", file_path="team/feedback_ci.md", content=text),),
+    )
+    model = ScriptedModel([write])
+    config = ExtractConfig(mode="standalone", team=True, load_instructions=False)
+    extractor = MemoryExtractor(memory, model, config)
+
+    async def main() -> None:
+        extractor.on_turn_end(TurnContext(messages=NEW, cwd=str(cwd)))
+        await extractor.drain()
+
+    asyncio.run(main())
+    parsed = parse_memory_file((memory / "team" / "feedback_ci.md").read_text())
+    assert (parsed.name, parsed.type) == ("feedback-ci", "feedback")
+    assert "(relative paths start in the private one)" in str(model.requests[0].system)

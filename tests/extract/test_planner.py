@@ -159,6 +159,22 @@ def test_a_cold_standalone_run_is_taken_only_when_later_runs_pay_it_back() -> No
     assert plan_run("auto", fork, alone, warm, standalone_cost(4_200.0)).mode == "fork"
 
 
+def test_on_claude_the_runs_after_the_next_keep_the_cache_within_the_hour() -> None:
+    """Pauses of 400 s and 20 s in turn: half the runs find a five-minute cache. A cold
+    standalone run (850 over the fork) is read by the next run half the time (1,150
+    saved); the runs after it, every one within the hour, are kept warm by a warm run's
+    hour-long write (`long_ttl_pays`), so the write pays back over the chain, not over the
+    next run alone. Counting the next run alone, the fork was taken, and the session paid
+    a cold write after every fork: 16% dearer than standalone throughout."""
+    fork, alone = shape(30_000, 29_000), shape(4_000, 0)
+    stats = RunStats(requests=1.0, output_tokens=0.0, save_share=0.0, warm_share=1 / 3)
+    # One run in three in time, each after it as often: 575 expected, under the 850.
+    assert plan_run("auto", fork, alone, stats, standalone_cost(3_000.0), 1 / 3).mode == "fork"
+    # The runs after the next within the hour every time: 1/3 of (1 + 4) runs, 1,917.
+    plan = plan_run("auto", fork, alone, stats, standalone_cost(3_000.0), 1 / 3, 1.0)
+    assert plan.mode == "standalone"
+
+
 def test_a_run_that_finds_memdirs_cache_gone_forks_rather_than_paying_it_again() -> None:
     """The cold write (850 over the fork here) makes each run that finds memdir's cache
     1,150 cheaper than the fork. With half the runs in time, the next run reads it half

@@ -14,14 +14,14 @@ from memdir.extract._standalone import estimate_tokens
 from memdir.models import ModelRequest
 from tests.extract.test_bounded_state import fill, run_once
 
-STATIC_BUDGET = 1_450
+STATIC_BUDGET = 1_470
 """Most tokens of the standalone request's cached prefix of memdir's own: the system
 prompt (who the agent is, every instruction, what each request holds, the memory
 directory) and the Read, Write, Edit and short Grep definitions. 2,151 at first; 1,151
 once memdir's tools wrote the index lines; 1,224 with a feedback memory's checkable rule;
-1,411 to 1,435 (the memory directory's path is part of it) with what each request holds
+1,411 to 1,463 (the memory directory's path is part of it) with what each request holds
 and the directory moved here from the last message (cached here, uncached there) and the
-Grep a store too large to list needs."""
+Grep, with a path, that a store too large to list needs."""
 FORK_BEFORE = {0: 1_566, 150: 1_846}
 """Tokens of the whole fork prompt (sent uncached on every fork) at first, for the
 stores below, as this file builds them."""

@@ -861,17 +861,35 @@ def test_the_hard_link_target_outside_keeps_its_text(sandbox: Sandbox) -> None:
 # --- controls: the harness sees what it should ---------------------------------------------
 
 
+@pytest.mark.parametrize("mode", ["shared", "standalone"])
+def test_a_repository_planted_in_memory_never_runs_its_config(sandbox: Sandbox, mode: Mode) -> None:
+    # The memory agent may write anything inside the memory directory, a repository's
+    # files included; its read-only commands still run in the project's folder, where a
+    # plain `git status` obeys the project's repository, not the one it planted.
+    hook = sandbox.outside / "PWNED"
+    config = f'[core]\n\tfsmonitor = "touch {hook}; false"\n'
+    plant = [
+        write(sandbox.fill("{memory}/.git/config"), config),
+        write(sandbox.fill("{memory}/.git/HEAD"), "ref: refs/heads/main\n"),
+        write(sandbox.fill("{memory}/.git/objects/.keep"), ""),
+        write(sandbox.fill("{memory}/.git/refs/heads/.keep"), ""),
+        write(sandbox.fill("{memory}/config"), config),
+        write(sandbox.fill("{memory}/HEAD"), "ref: refs/heads/main\n"),
+        read(sandbox.fill("{outside}/victim.txt")),  # a turn not all writes: the run goes on
+    ]
+    run_extraction(sandbox, "keep these notes", [plant, [bash("git status")]], mode)
+    assert not hook.exists()
+
+
 def test_a_read_only_command_really_runs_and_changes_nothing(sandbox: Sandbox) -> None:
-    # The memory agent's commands run in the memory directory (its files are what `ls`
-    # lists), as its relative paths start there.
-    steps = [[bash(sandbox.fill("cat {outside}/victim.txt && ls"))]]
+    steps = [[bash(sandbox.fill("cat {outside}/victim.txt && git log --oneline"))]]
     before = snapshot(sandbox.root, sandbox.memory)
     outcome = run_extraction(sandbox, "look at victim.txt", steps, "shared")
     assert changes(before, snapshot(sandbox.root, sandbox.memory)) == []
     (result,) = outcome.results()
     assert not result.is_error
     assert "sentinel" in result.text
-    assert sorted(p.name for p in sandbox.memory.iterdir())[0] in result.text
+    assert "init" in result.text
 
 
 def test_the_snapshot_catches_a_write_when_the_gate_is_bypassed(sandbox: Sandbox) -> None:

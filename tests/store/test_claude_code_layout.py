@@ -356,6 +356,25 @@ def test_a_missing_name_and_type_come_from_what_the_caller_says_of_the_file() ->
         named, session_id=SESSION, now=NOW, default_name="feedback-testing", default_type="feedback"
     )
     assert (parse_memory_file(again).name, parse_memory_file(again).type) == ("testing", "user")
+    # Empty ones are no answer; and a file not written again in the current layout (a
+    # team file, one a rewrite could harm) still gets them, as lines of its own.
+    empty = '---\nname: ""\ndescription: d\ntype: ""\n---\n\nx\n'
+    filled = stamp_memory_file(
+        empty, session_id=SESSION, now=NOW, default_name="feedback-z", default_type="feedback"
+    )
+    assert (parse_memory_file(filled).name, parse_memory_file(filled).type) == (
+        "feedback-z",
+        "feedback",
+    )
+    for team, text in ((True, "---\ndescription: d\n---\n\nx\n"), (False, HAZARD)):
+        kept = stamp_memory_file(
+            text, session_id=SESSION, now=NOW, team=team, default_name="a-b", default_type="user"
+        )
+        assert (parse_memory_file(kept).name, parse_memory_file(kept).type) == ("a-b", "user")
+        assert kept.endswith(text.split("---\n", 2)[2])  # the rest as it was
+
+
+HAZARD = "---\ndescription: use `--- ` separators\n---\n\nx\n"
 
 
 @pytest.mark.parametrize(

@@ -292,6 +292,7 @@ def plan_run(
     stats: RunStats,
     standalone_warm: CostEstimate | None = None,
     warm_share: float | None = None,
+    later_share: float | None = None,
 ) -> RunPlan:
     """Price both ways and choose by ``setting``: ``auto`` takes the cheaper, ``fork`` and
     ``standalone`` insist (the fork only while a host request exists and fits the model).
@@ -326,7 +327,10 @@ def plan_run(
         return RunPlan(mode="standalone", fork=shared, standalone=alone, reason="mode=standalone")
     if shared.cost <= alone.cost:
         share = stats.warm_share if warm_share is None else warm_share
-        if standalone_warm is not None and _switch_pays(shared, alone, standalone_warm, share):
+        later = share if later_share is None else later_share
+        if standalone_warm is not None and _switch_pays(
+            shared, alone, standalone_warm, share, later
+        ):
             reason = "standalone pays back its cold cache in later runs"
             return RunPlan(mode="standalone", fork=shared, standalone=alone, reason=reason)
         return RunPlan(mode="fork", fork=shared, standalone=alone, reason="fork is cheaper")
@@ -334,21 +338,33 @@ def plan_run(
 
 
 def _switch_pays(
-    shared: CostEstimate, alone: CostEstimate, warm: CostEstimate, warm_share: float
+    shared: CostEstimate,
+    alone: CostEstimate,
+    warm: CostEstimate,
+    warm_share: float,
+    later_share: float | None = None,
 ) -> bool:
     """Whether going standalone now, dearer than the fork because memdir's cache is cold,
     is paid back by the runs after it: each that finds the cache this run writes costs
     ``warm`` instead of the fork's ``shared``.
 
-    The next run finds it ``warm_share`` of the time, the one after that (reading what
-    the next wrote) as often again, and so on: ``w + w² + …`` runs in all, at most
-    :data:`PAYBACK_RUNS` (sessions end, and runs far ahead are too uncertain to bank on).
+    The next run finds it ``warm_share`` of the time, and each one after that (reading
+    what the one before wrote) ``later_share`` of the time (by default as often): ``w·(1 +
+    v + v² + …)`` runs in all, at most :data:`PAYBACK_RUNS` (sessions end, and runs far
+    ahead are too uncertain to bank on). On Claude a warm run writes for an hour where
+    pauses call for it, at little cost (:func:`long_ttl_pays`), so after the next run the
+    chain lasts as long as the runs come within the hour.
     A run that comes too late for the cache costs nothing more than a fork: it chooses
     again, and forks if the cold write does not pay then either. Where even a warm
     standalone run costs more than the fork, no run pays the write back."""
     if warm.cost >= shared.cost:
         return False
-    runs = PAYBACK_RUNS if warm_share >= 1.0 else min(warm_share / (1.0 - warm_share), PAYBACK_RUNS)
+    later = warm_share if later_share is None else later_share
+    # The next run comes in time warm_share of the time; each after it, later_share of
+    # the time (Claude: a warm run writes for an hour at little cost, so the runs after
+    # it are kept within the hour): w·(1 + v + v² + …).
+    chain = PAYBACK_RUNS if later >= 1.0 else later / (1.0 - later)
+    runs = min(warm_share * (1.0 + chain), PAYBACK_RUNS)
     return alone.cost - shared.cost < runs * (shared.cost - warm.cost)
 
 

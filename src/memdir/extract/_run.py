@@ -62,6 +62,7 @@ from memdir.store import (
 )
 from memdir.telemetry import Sink
 from memdir.tools import (
+    BashTool,
     GrepTool,
     MemoryFiles,
     MemoryTool,
@@ -104,6 +105,16 @@ _EMPTY_STATE = "The memory directory is empty."
 _OPENING = "The conversation follows; memdir's request comes after it."
 
 _LISTED_BEFORE = "The memory files are listed before the conversation."
+
+
+def _memory_agent_tools(home: str, cwd: str) -> list[Tool]:
+    """memdir's six tools as the memory agent runs them: the file tools start from the
+    memory directory (a memory written as `user_role.md` lands there, and a relative path
+    costs fewer output tokens than the directory's absolute one in every call); Bash stays
+    in the project's folder. A read-only command run where the agent has just written
+    would obey what it wrote there: `git status` in a folder shaped as a repository runs
+    the programs its config names."""
+    return [BashTool(cwd) if t.name == "Bash" else t for t in builtin_tools(home)]
 
 
 def _opening_text(opening: str) -> str:
@@ -304,7 +315,11 @@ class Runner:
         long = alone_shape.cache_ttl == "1h"
         share = self.stats.hour_share if long else self.stats.warm_share
         warm = self._standalone_warm(alone_parts, opening, window, long)
-        plan = plan_run(self._config.mode, fork_shape, alone_shape, self.stats, warm, share)
+        # After the next run, a warm run on Claude may write for an hour at little cost
+        # (`long_ttl_pays`), keeping memdir's cache over the pauses under an hour.
+        hour = provider_of(self._model.name) == "anthropic"
+        later = self.stats.hour_share if hour else share
+        plan = plan_run(self._config.mode, fork_shape, alone_shape, self.stats, warm, share, later)
 
         context = ToolContext(
             write_guard=memory_write_guard(
@@ -318,13 +333,11 @@ class Runner:
                 index=not self._config.skip_index,
             ),
         )
-        # The memory agent's tools start from the memory directory: a memory written as
-        # `user_role.md` lands there, and a path spelt relative costs fewer output tokens
-        # than the directory's absolute path on every call. The gate resolves the same way.
-        home = str(md.root)
         gate = auto_mem_can_use_tool(
             md,
-            cwd=home,
+            # For a tool that declares no effects, judged by its name: it runs in the
+            # project's folder. memdir's own tools declare theirs from their own folder.
+            cwd=cwd,
             always_allow_tools=self._config.always_allow_tools,
             allow_private_secrets=self._config.allow_private_secrets,
             sink=self._sink,
@@ -332,7 +345,7 @@ class Runner:
         )
         # The memory tool runs too, for hosts built on Anthropic's client-side memory tool:
         # their fork sees that tool's definition and may save through it.
-        tools = [*builtin_tools(home), MemoryTool(md), *self._extra_tools]
+        tools = [*_memory_agent_tools(str(md.root), cwd), MemoryTool(md), *self._extra_tools]
         await asyncio.to_thread(md.ensure)
         if user is not None:
             await asyncio.to_thread(user.ensure)

@@ -637,21 +637,50 @@ def stamp_memory_file(
         read = _read_stampable(text)
         unclaimed = read is not None and not _nonempty_text(read.metadata.get("originSessionId"))
         if read is not None and unclaimed and not read.hazard:
-            typed = {"type": default_type} if default_type and not read.metadata.get("type") else {}
-            metadata = {
-                **typed,
-                **read.metadata,
-                "originSessionId": session_id,
-                "modified": stamp,
-            }
+            metadata = dict(read.metadata)
+            if default_type and "type" in metadata and not _nonempty_text(metadata["type"]):
+                metadata["type"] = default_type  # an empty one, in its place
+            elif default_type and "type" not in metadata:
+                # Where Claude Code writes it: before the stamps.
+                metadata = {"type": default_type, **metadata}
+            metadata.update(originSessionId=session_id, modified=stamp)
             try:
                 body = read.body.lstrip("\n")
                 name = read.name if _nonempty_text(read.name) else default_name
                 return _render_current(name, read.description, metadata, body)
             except UsageError:
                 pass  # a value the serialiser cannot write: leave it where it is
+    text = _with_defaults(text, default_name, default_type)
     updated = _update_modified_line(text, stamp)
     return text if updated is None else updated
+
+
+_TOP_LEVEL_KEY = "^{key}[ \t]*:"
+
+
+def _with_defaults(text: str, name: str | None, kind: str | None) -> str:
+    """``text`` with a ``name:`` and a ``type:`` line added at the top of its frontmatter
+    where it has no such key at all: a file that is not written again in the current
+    layout (a team file, one that claims its session, one a rewrite could harm) still
+    gets what its file name says. Left as it is where the frontmatter is not fenced."""
+    fenced = _CC_FENCED.match(text)
+    read = _read_stampable(text, literal=False) if fenced is not None else None
+    if fenced is None or read is None:
+        return text
+    head = fenced.group(1)
+    added = []
+    if name and re.search(_TOP_LEVEL_KEY.format(key="name"), head, re.M) is None:
+        added.append(f"name: {memory_slug(name)}")
+    typed = _nonempty_text(read.metadata.get("type")) or re.search(
+        _TOP_LEVEL_KEY.format(key="type"), head, re.M
+    )
+    if kind and not typed and not re.search(r"^[ \t]+type[ \t]*:", head, re.M):
+        added.append(f"type: {kind}")
+    if not added:
+        return text
+    first = text.index("\n") + 1
+    cr = "\r" if text[first - 2 : first] == "\r\n" else ""
+    return text[:first] + "".join(f"{line}{cr}\n" for line in added) + text[first:]
 
 
 def _js_trim(text: str) -> str:

@@ -110,7 +110,11 @@ _GREP_SCHEMA = object_schema(
 
 
 _SHORT_GREP_SCHEMA = object_schema(
-    {"pattern": _GREP_SCHEMA["properties"]["pattern"], "-i": _GREP_SCHEMA["properties"]["-i"]},
+    {
+        "pattern": _GREP_SCHEMA["properties"]["pattern"],
+        "path": prop("string", "Folder (default: the working directory).", minLength=1),
+        "-i": _GREP_SCHEMA["properties"]["-i"],
+    },
     ["pattern"],
 )
 
@@ -189,7 +193,7 @@ class GrepTool:
         against the whole schema all the same, so the other inputs still work."""
         return {
             "name": self.name,
-            "description": "The files below the working directory whose text matches.",
+            "description": "The files whose text matches, below the working directory or path.",
             "input_schema": copy.deepcopy(_SHORT_GREP_SCHEMA),
         }
 
