@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ from memdir.cost import CostEstimate, Prices, bill, model_family
 from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
 from memdir.extract._planner import RequestShape, RunStats, estimate, plan_run
 from memdir.fork import CacheSafeParams
-from memdir.messages import Message
+from memdir.messages import Message, ToolUseBlock
 from memdir.models import AnthropicModel, ModelRequest, RetryPolicy, Usage
 from memdir.telemetry import CollectingSink
 from memdir.testing import FakeAnthropicServer, FakeClock, ScriptedModel
@@ -334,6 +334,7 @@ def served_runs(
     turns: int,
     mode: str = "auto",
     pauses: Sequence[float] = (),
+    reply: Callable[[dict[str, Any]], Message | str] = lambda body: "Nothing to save.",
 ) -> tuple[list[dict[str, Any]], list[Mapping[str, Any]]]:
     """``turns`` host turns 20 s apart (or ``pauses`` apart, in turn), each a request of
     the host's through the fake server and then a run of the extractor: the
@@ -341,7 +342,7 @@ def served_runs(
     requests."""
     clock = FakeClock()
     answer = "Batch by partition and flush every second. " * 30
-    with FakeAnthropicServer(handler=lambda body: "Nothing to save.", clock=clock) as server:
+    with FakeAnthropicServer(handler=reply, clock=clock) as server:
         model = AnthropicModel(
             "claude-sonnet-5-5",
             api_key="k",
@@ -377,6 +378,43 @@ def served_runs(
         server.assert_no_errors()
         usage = [r.usage for r in server.requests[1::2] if r.usage is not None]
     return [dict(e.fields) for e in sink.named("extract.run")], usage
+
+
+def test_a_sessions_first_save_is_priced_within_ten_percent_before_any_save_is_seen(
+    tmp_path: Path,
+) -> None:
+    """The first run that saves is priced from the starting figures alone: one request
+    of a memory file of a few lines (memdir ends the run on its writes, and writes the
+    name, type and index line itself). Started from 1.5 requests and 150 to 300 output
+    tokens, its estimate was 11 to 20% over the bill."""
+    # A project memory as the prompt asks for one: the fact, then its Why and How lines.
+    text = (
+        "---\ndescription: the ingest job batches its writes by partition\n---\n\n"
+        "The ingest job batches writes by partition and flushes every second.\n\n"
+        "**Why:** one write per event missed the window at peak load.\n\n"
+        "**How to apply:** a new ingest path batches the same way.\n"
+    )
+
+    def reply(body: dict[str, Any]) -> Message | str:
+        last = body["messages"][-1]["content"]
+        said = last if isinstance(last, str) else " ".join(str(b.get("text")) for b in last)
+        if said.startswith("# Memory update"):
+            write = ToolUseBlock(
+                id="toolu_w",
+                name="Write",
+                input={"file_path": "project_batching.md", "content": text},
+            )
+            return Message(role="assistant", content=(write,))
+        return "Nothing to save."
+
+    runs, _ = served_runs(
+        tmp_path, system="You are a coding agent. " * 300, tools=WRITE_TOOLS, turns=1, reply=reply
+    )
+    (first,) = runs
+    assert first["memories_saved"] == 1
+    assert first["turn_count"] == 1
+    billed = first["billed_cost"]
+    assert abs(first["estimated_cost_if_saved"] - billed) <= 0.1 * billed
 
 
 def test_the_first_standalone_run_is_priced_with_its_cache_cold(tmp_path: Path) -> None:

@@ -83,12 +83,14 @@ class RunStats:
     """Model requests a run that saves nothing makes, on average (one: it answers)."""
     output_tokens: float = 20.0
     """Tokens such a run generates, on average."""
-    save_requests: float = 1.5
-    """Model requests a run that saves makes, on average (one when the files go out
-    together; a changed memory is read first)."""
-    save_output_tokens: float = 150.0
+    save_requests: float = 1.1
+    """Model requests a run that saves makes, on average: one when the files go out
+    together (memdir ends the run on its writes); two or three for an update, whose file
+    is read (and perhaps searched for) first. 1.1 in ``bench/cost_vs_mem0.py``."""
+    save_output_tokens: float = 100.0
     """Tokens a run that saves generates, on average: a memory file of a few lines, with
-    its name and type left to memdir's tools and no words beside the call."""
+    its name and type left to memdir's tools and no words beside the call (85 to 95 in
+    ``bench/cost_vs_mem0.py`` and ``bench/planner_fidelity.py``)."""
     growth_tokens: float = 400.0
     """Tokens each later request of a run adds to the one before (calls and results)."""
     runs: int = 0
