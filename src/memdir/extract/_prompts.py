@@ -28,15 +28,14 @@ holds the budgets).
 from __future__ import annotations
 
 import datetime
-import math
 import os
 import re
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memdir.errors import UsageError
+from memdir.extract._relevance import relevant_files
 from memdir.store import (
     MAX_ENTRYPOINT_LINES,
     MEMORY_FORMATS,
@@ -734,81 +733,11 @@ def _manifest_section(manifest: str, short: bool = False) -> str:
     return (_SHORT_MANIFEST if short else _MANIFEST).format(manifest=manifest.rstrip("\n"))
 
 
-_RELEVANCE_CHARS = 40_000
 # 200: the most files MemoryDir.scan lists by default (Claude Code's MAX_MEMORY_FILES).
 _SCAN_CAP = 200
 # A line of an index that points to a memory file in its directory: `- [Title](file.md)
 # — hook`. Not a link to a web page or to an absolute path.
 _POINTER = re.compile(r"\]\(\s*<?(?!/|[a-z][a-z0-9+.-]*:)[^)\s>]*\.md>?\s*\)", re.I)
-# Words too common to tell one memory from another.
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP_WORDS = frozenset(
-    [
-        "the",
-        "and",
-        "for",
-        "are",
-        "but",
-        "not",
-        "you",
-        "your",
-        "with",
-        "this",
-        "that",
-        "from",
-        "have",
-        "has",
-        "was",
-        "were",
-        "will",
-        "would",
-        "can",
-        "could",
-        "should",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "how",
-        "all",
-        "any",
-        "its",
-        "into",
-        "out",
-        "use",
-        "used",
-        "about",
-        "they",
-        "them",
-        "then",
-        "than",
-        "there",
-        "here",
-        "just",
-        "also",
-        "only",
-        "more",
-        "most",
-        "some",
-        "such",
-        "very",
-        "one",
-        "two",
-    ]
-)
-# BM25's usual constants: term-frequency saturation and document-length normalisation.
-_K1 = 1.2
-_B = 0.75
-# The least BM25 score that makes a memory "touched": one word rare in the store (held by
-# less than about a fifth of its memories), or several commoner ones. Below it, a memory
-# shares only words most memories have ("service", "team"), and listing it would fill the
-# list with what the new messages do not touch.
-_MIN_SCORE = 1.5
-# And at least this share of the best memory's score.
-_NEAR_BEST = 0.5
-# A file name's type prefix (`project_`, …) is shared by a quarter of the store: no topic.
-_TYPE_PREFIX = re.compile(r"^(?:user|feedback|project|reference)_")
 
 
 def _too_many_section(memories: Sequence[MemoryHeader], short: bool = False) -> str:
@@ -827,7 +756,7 @@ def _touched_section(
     memories: Sequence[MemoryHeader], new_text: str, limit: int, short: bool = False
 ) -> str:
     """The (at most ``limit``) memory files the new messages touch, in the caller's order."""
-    chosen = _relevant(memories, new_text, max(limit, 0))
+    chosen = relevant_files(memories, new_text, max(limit, 0))
     listed = format_manifest(
         [header for header in memories if header.filename in chosen], day_only=True
     )
@@ -836,62 +765,12 @@ def _touched_section(
     return _TOUCHED.format(listed=listed or _NONE_TOUCHED)
 
 
-def _words(text: str) -> list[str]:
-    return [w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _STOP_WORDS]
-
-
-def _relevant(memories: Sequence[MemoryHeader], new_text: str, limit: int) -> frozenset[str]:
-    """The file names of at most ``limit`` memories the new messages touch: those they
-    name first, then the best by BM25 over each file's name, file name and description.
-
-    Lexical and read from the headers alone, so it costs no request and no file read;
-    the memory agent finds anything it misses with `Grep`.
-    """
-    # The newest part of a long backlog is enough to tell what it touches, and keeps this
-    # work (it runs on the host's event loop) small whatever the backlog's length.
-    new_text = new_text[-_RELEVANCE_CHARS:]
-    lowered = new_text.lower()
-    named = [h.filename for h in memories if h.filename.lower() in lowered]
-    terms = set(_words(new_text))
-    documents = [
-        Counter(_words(" ".join((_topic_of(h.filename), h.name or "", h.description or ""))))
-        for h in memories
-    ]
-    lengths = [sum(doc.values()) for doc in documents]
-    average = sum(lengths) / len(lengths) or 1.0
-    holders = Counter(term for doc in documents for term in doc if term in terms)
-    count = len(documents)
-    scored: list[tuple[float, int]] = []
-    for index, (doc, length) in enumerate(zip(documents, lengths, strict=True)):
-        score = 0.0
-        for term in terms & doc.keys():
-            idf = math.log(1 + (count - holders[term] + 0.5) / (holders[term] + 0.5))
-            norm = _K1 * (1 - _B + _B * length / average)
-            score += idf * doc[term] * (_K1 + 1) / (doc[term] + norm)
-        if score >= _MIN_SCORE:
-            scored.append((score, index))
-    # Highest score first; a tie keeps the caller's order. A memory scoring well under the
-    # best one shares a word or two with the new messages, not their subject.
-    scored.sort(key=lambda item: (-item[0], item[1]))
-    if scored:
-        floor = scored[0][0] * _NEAR_BEST
-        scored = [item for item in scored if item[0] >= floor]
-    ranked = [*named, *(memories[index].filename for _, index in scored)]
-    return frozenset(list(dict.fromkeys(ranked))[:limit])
-
-
 def changed_section(changed: Sequence[MemoryHeader], removed: Sequence[str]) -> str:
     """What changed in the memory directory since a list of its files was shown: a line
     for each memory written since (new or changed), one for each file gone."""
     lines = [format_manifest(changed, day_only=True)] if changed else []
     lines += [_REMOVED.format(filename=name) for name in removed]
     return _CHANGED.format(lines="\n".join(lines)) if lines else ""
-
-
-def _topic_of(filename: str) -> str:
-    """The words of a memory's file name that say what it is about."""
-    stem = filename.rsplit("/", 1)[-1].removesuffix(".md")
-    return _TYPE_PREFIX.sub("", stem)
 
 
 def _without_pointers(text: str) -> tuple[str, int]:
