@@ -52,8 +52,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
+import itertools
 import json
 import lzma
+import os
 import random
 import statistics
 import sys
@@ -64,6 +67,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
+from unittest import mock
 
 from _conditions import (
     EVICTION_S,
@@ -78,7 +82,9 @@ from _conditions import (
 )
 from _scripted import Save, is_memory_request, parse_memory_request, save_calls
 from memdir.cost import bill, model_family
-from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
+from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext, _run
+from memdir.extract._planner import Mode, RunPlan
+from memdir.extract._planner import plan_run as planner
 from memdir.fork import CacheSafeParams
 from memdir.messages import Message
 from memdir.models import ModelRequest, OpenAIModel, RetryPolicy, Usage
@@ -324,8 +330,23 @@ def usage_of(recorded: RecordedRequest) -> Usage:
 
 
 async def run_memdir(
-    turns: Sequence[Turn], condition: Condition, model_name: str, mode: str, root: Path
+    turns: Sequence[Turn],
+    condition: Condition,
+    model_name: str,
+    mode: str,
+    root: Path,
+    flips: Mapping[int, Mode] | None = None,
 ) -> dict[str, Any]:
+    """One memdir session; ``flips`` sends the runs it names (by number) the way it
+    gives, whatever the planner would choose."""
+    if flips:
+        planned = itertools.count()
+
+        def plan_run(setting: Mode, *args: Any, **kwargs: Any) -> RunPlan:
+            return planner(flips.get(next(planned), setting), *args, **kwargs)
+
+        with mock.patch.object(_run, "plan_run", plan_run):
+            return await run_memdir(turns, condition, model_name, mode, root)
     clock = FakeClock(start=1_000_000.0)
     script = Script(turns, condition.saves)
     memory = root / condition.name / f"{model_name}-{mode}" / "memory"
@@ -397,7 +418,83 @@ async def run_memdir(
             )
             for r in runs
         ],
+        "planner": planner_figures([dict(r.fields) for r in runs]),
+        "bills": [float(r.fields["billed_cost"]) for r in runs],
     }
+
+
+def planner_figures(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """How far each run's estimates were from its bill. ``estimate``: the expectation
+    before the run, a save weighed by how often runs save; ``as_run``: the estimate for
+    the outcome the run had (saved something or nothing); ``priced``: the chosen way
+    priced with the requests and output the run made, which leaves the planner's view of
+    the request and the cache (``estimated_cost_as_run``)."""
+
+    def errors(key: str) -> list[float]:
+        return [abs(float(value(r, key)) - r["billed_cost"]) / r["billed_cost"] for r in runs]
+
+    def value(run: Mapping[str, Any], key: str) -> float:
+        if key == "as_run":
+            key = (
+                "estimated_cost_if_saved"
+                if run["memories_saved"]
+                else "estimated_cost_if_nothing_saved"
+            )
+        found = run.get(key)
+        return float(found if found is not None else run["estimated_cost"])
+
+    out: dict[str, Any] = {"runs": len(runs)}
+    for label, key in (
+        ("estimate", "estimated_cost"),
+        ("as_run", "as_run"),
+        ("priced", "estimated_cost_as_run"),
+    ):
+        each = errors(key)
+        out[label] = {
+            "within_10pct": sum(1 for e in each if e <= 0.1),
+            "max_error_pct": round(100 * max(each, default=0.0), 1),
+        }
+    billed = sum(r["billed_cost"] for r in runs) or 1.0
+    out["estimate_to_bill"] = round(sum(r["estimated_cost"] for r in runs) / billed, 3)
+    return out
+
+
+def hindsight(
+    turns: Sequence[Turn], condition: Condition, model_name: str, auto: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The ``auto`` session against hindsight: each run replayed the other way (the same
+    state before it, the planner choosing again after it), its regret what that saves over
+    the whole session, if anything. Hindsight is the session's bill less every regret."""
+    bills = auto["bills"]
+    modes = [m for m, *_ in auto["estimates"]]
+    tasks = [
+        (turns, condition, model_name, n, "fork" if mode == "standalone" else "standalone")
+        for n, mode in enumerate(modes)
+    ]
+    with concurrent.futures.ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        replays = list(pool.map(_replay, tasks))
+    total = sum(bills)
+    regrets = []
+    for n, replayed in enumerate(replays):
+        # The same session up to the flipped run, or it would not be the same state.
+        assert [round(b, 1) for b in replayed[:n]] == [round(b, 1) for b in bills[:n]], n
+        regrets.append(max(total - sum(replayed), 0.0))
+    best = total - sum(regrets)
+    return {
+        "auto": round(total, 1),
+        "hindsight": round(best, 1),
+        "auto_over_hindsight_pct": round(100 * (total / best - 1), 1),
+        "runs_with_regret": sum(1 for r in regrets if r > 0),
+    }
+
+
+def _replay(task: tuple[Sequence[Turn], Condition, str, int, Mode]) -> list[float]:
+    turns, condition, model_name, run, mode = task
+    with tempfile.TemporaryDirectory() as tmp:
+        result = asyncio.run(
+            run_memdir(turns, condition, model_name, "auto", Path(tmp), flips={run: mode})
+        )
+    return list(result["bills"])
 
 
 def missing_saves(memory: Path, turns: Sequence[Turn], saves: Mapping[int, Note]) -> int:
@@ -512,6 +609,7 @@ async def measure_condition(
     mem0: Mapping[int, list[dict[str, Any]]],
     price_models: Sequence[str],
     root: Path,
+    with_hindsight: bool = False,
 ) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for name in price_models:
@@ -544,11 +642,23 @@ async def measure_condition(
                 runs["auto"]["memory"], prices, turns, condition.schedule
             ),
             "breakdown_memdir_auto": runs["auto"]["breakdown"].shares(),
+            "planner_memdir_auto": {
+                **runs["auto"]["planner"],
+                **(
+                    {"hindsight": hindsight(turns, condition, name, runs["auto"])}
+                    if with_hindsight
+                    else {}
+                ),
+            },
             "after_eviction_memdir_auto": after_eviction(
                 runs["auto"]["memory"], prices, condition.schedule
             ),
             "checks": {
-                mode: {k: v for k, v in run.items() if k not in ("host", "memory", "breakdown")}
+                mode: {
+                    k: v
+                    for k, v in run.items()
+                    if k not in ("host", "memory", "breakdown", "planner", "bills")
+                }
                 for mode, run in runs.items()
             },
             "sides": table,
@@ -579,6 +689,46 @@ def ratio_table(results: Mapping[str, Any], price_models: Sequence[str]) -> list
     return lines
 
 
+def planner_table(results: Mapping[str, Any], price_models: Sequence[str]) -> list[str]:
+    """The planner in each cell (memdir ``auto``): runs whose estimate is within 10% of
+    the bill, as the run went (``priced``), for the outcome it had (``as run``) and before
+    it (``before``); the estimates' sum over the bills'; and, with ``--hindsight``, how
+    much dearer its choices were than hindsight's. A last line sums every cell."""
+    kinds = ("priced", "as_run", "estimate")
+    cells = [
+        (f"{c} {m}", r["price_models"][m]["planner_memdir_auto"])
+        for c, r in results.items()
+        for m in price_models
+    ]
+    width = max(len(label) for label, _ in [("condition / model", None), *cells])
+    lines = [
+        f"{'condition / model':<{width}} {'priced':>8} {'as run':>8} {'before':>8} "
+        f"{'est/bill':>8} {'auto':>9} {'hindsight':>9} {'over':>6}"
+    ]
+    runs = auto = best = 0.0
+    within = dict.fromkeys(kinds, 0)
+    for label, p in cells:
+        counts = " ".join(f"{p[k]['within_10pct']}/{p['runs']}".rjust(8) for k in kinds)
+        line = f"{label:<{width}} {counts} {p['estimate_to_bill']:>8.3f}"
+        runs += p["runs"]
+        for k in kinds:
+            within[k] += p[k]["within_10pct"]
+        if "hindsight" in p:
+            h = p["hindsight"]
+            line += (
+                f" {h['auto']:>9.0f} {h['hindsight']:>9.0f} {h['auto_over_hindsight_pct']:>5.1f}%"
+            )
+            auto += h["auto"]
+            best += h["hindsight"]
+        lines.append(line)
+    counts = " ".join(f"{within[k]}/{runs:.0f}".rjust(8) for k in kinds)
+    total = f"{'all cells':<{width}} {counts} {'':>8}"
+    if best:
+        total += f" {auto:>9.0f} {best:>9.0f} {100 * (auto / best - 1):>5.1f}%"
+    lines.append(total)
+    return lines
+
+
 def flatness_figures(results: Mapping[str, Any], price_models: Sequence[str]) -> dict[str, Any]:
     """Turn 50 / turn 5 of memdir (auto) by price model: with both turns warm, at 17
     memories (``pauses_60s``) and at 50 (``save_every_mem0_turn_warm``); and as published
@@ -605,15 +755,22 @@ def flatness_figures(results: Mapping[str, Any], price_models: Sequence[str]) ->
 
 
 async def measure(
-    data: Path, transcripts: Path, wanted: Sequence[str], price_models: Sequence[str], root: Path
+    data: Path,
+    transcripts: Path,
+    wanted: Sequence[str],
+    price_models: Sequence[str],
+    root: Path,
+    with_hindsight: bool = False,
 ) -> dict[str, Any]:
     turns, mem0 = load(data)
     chosen, skipped = conditions(turns, data, transcripts, wanted)
     results: dict[str, Any] = {}
     for condition in chosen:
         results[condition.name] = await measure_condition(
-            condition, turns, mem0, price_models, root
+            condition, turns, mem0, price_models, root, with_hindsight
         )
+        if with_hindsight:
+            print(f"hindsight: {condition.name} done", file=sys.stderr, flush=True)
     embedding_chars = sum(
         int(c)
         for rows in mem0.values()
@@ -623,6 +780,7 @@ async def measure(
     )
     return {
         "table": ratio_table(results, price_models),
+        "planner_table": planner_table(results, price_models),
         "flatness_turn_50_to_turn_5": flatness_figures(results, price_models),
         "skipped": skipped,
         "mem0_embedding_tokens": embedding_chars // 4,
@@ -647,6 +805,13 @@ def main() -> None:
     parser.add_argument("--transcripts", type=Path, default=DEFAULT_TRANSCRIPTS)
     parser.add_argument("--conditions", default=",".join(CONDITIONS))
     parser.add_argument("--price-models", default=",".join(PRICE_MODELS))
+    parser.add_argument(
+        "--hindsight",
+        action="store_true",
+        help="also replay each run of every auto session the other way (50 sessions a "
+        "cell, on every core: 10 to 20 minutes on two) and report the planner's choices "
+        "against hindsight",
+    )
     args = parser.parse_args()
     if not (args.data / "conversation.json").is_file():
         parser.error(f"no conversation.json in {args.data} (pass --data)")
@@ -657,10 +822,17 @@ def main() -> None:
         parser.error(f"unknown conditions {unknown}; known: {', '.join(CONDITIONS)}")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        result = asyncio.run(measure(args.data, args.transcripts, wanted, names, Path(tmp)))
+        result = asyncio.run(
+            measure(args.data, args.transcripts, wanted, names, Path(tmp), args.hindsight)
+        )
     result["seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps({"bench": "cost_vs_mem0", **result}, indent=2))
     print("\n".join(result["table"]), file=sys.stderr)
+    print(
+        "\nthe planner (memdir auto): runs whose estimate is within 10% of the bill",
+        file=sys.stderr,
+    )
+    print("\n".join(result["planner_table"]), file=sys.stderr)
     for condition, note in result["skipped"].items():
         print(f"skipped {condition}: {note}", file=sys.stderr)
     bad = failures(result)

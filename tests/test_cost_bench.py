@@ -314,3 +314,58 @@ def test_after_eviction_share_counts_turns_after_long_pauses() -> None:
     side.per_turn = {1: [usage], 2: [usage, usage], 3: [usage]}
     share = cost_vs_mem0.after_eviction(side, prices, [0.0, 301.0, 300.0])
     assert share == {"turns": 1, "share_pct": 50.0}
+
+
+def run_event(billed: float, before: float, saved: int, if_saved: float, as_run: float) -> Any:
+    return {
+        "billed_cost": billed,
+        "estimated_cost": before,
+        "memories_saved": saved,
+        "estimated_cost_if_saved": if_saved,
+        "estimated_cost_if_nothing_saved": before * 0.8,
+        "estimated_cost_as_run": as_run,
+    }
+
+
+def test_planner_figures_count_each_estimate_against_the_bill() -> None:
+    runs = [
+        # Nothing saved: the expectation before was 25% over, the outcome's estimate 0%.
+        run_event(100.0, 125.0, 0, 300.0, 104.0),
+        # Saved: the outcome's estimate 5% under; priced as it went, 12% over.
+        run_event(200.0, 150.0, 1, 190.0, 224.0),
+    ]
+    figures = cost_vs_mem0.planner_figures(runs)
+    assert figures["runs"] == 2
+    assert figures["estimate"] == {"within_10pct": 0, "max_error_pct": 25.0}
+    assert figures["as_run"] == {"within_10pct": 2, "max_error_pct": 5.0}
+    assert figures["priced"] == {"within_10pct": 1, "max_error_pct": 12.0}
+    assert figures["estimate_to_bill"] == round(275 / 300, 3)
+
+
+def test_planner_table_sums_every_cell_and_its_hindsight() -> None:
+    def cell(auto: float, best: float) -> dict[str, Any]:
+        counts = {"within_10pct": 49, "max_error_pct": 11.0}
+        hindsight = {
+            "auto": auto,
+            "hindsight": best,
+            "auto_over_hindsight_pct": round(100 * (auto / best - 1), 1),
+        }
+        return {
+            "planner_memdir_auto": {
+                "runs": 50,
+                "priced": counts,
+                "as_run": counts,
+                "estimate": counts,
+                "estimate_to_bill": 0.95,
+                "hindsight": hindsight,
+            }
+        }
+
+    results = {
+        "published": {"price_models": {"a": cell(110.0, 100.0)}},
+        "store_150": {"price_models": {"a": cell(300.0, 300.0)}},
+    }
+    lines = cost_vs_mem0.planner_table(results, ["a"])
+    assert lines[1].split()[-1] == "10.0%"
+    assert lines[2].split()[-1] == "0.0%"
+    assert lines[3].split() == ["all", "cells", *["98/100"] * 3, "410", "400", "2.5%"]

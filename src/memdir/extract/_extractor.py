@@ -610,6 +610,9 @@ class MemoryExtractor:
             # it runs, and a save's output is much of its bill.
             estimated_cost_if_saved=_rounded(chosen.cost_if_saved),
             estimated_cost_if_nothing_saved=_rounded(chosen.cost_if_nothing_saved),
+            # And with the requests and output the run made, the model's choices taken as
+            # they came: what is left of the gap is how the planner saw the cache.
+            estimated_cost_as_run=_rounded(outcome.estimate_as_run),
             billed_cost=round(outcome.cost, 1),
             hit_max_turns=result.hit_max_turns,
             # The id the memories' history (``memdir show NAME --history``) names it by.

@@ -29,6 +29,7 @@ __all__ = [
     "estimate",
     "long_ttl_pays",
     "plan_run",
+    "priced_as_run",
 ]
 
 Mode = Literal["auto", "fork", "standalone"]
@@ -252,6 +253,21 @@ def estimate(
         cost_if_saved=saving[4],
         cost_if_nothing_saved=idle[4],
     )
+
+
+def priced_as_run(
+    shape: RequestShape, requests: int, output_tokens: int, growth_tokens: float
+) -> float:
+    """What ``shape`` costs priced with what the run then did: its ``requests``, the
+    ``output_tokens`` it generated and the tokens each later request added.
+
+    The estimate made before the run (:func:`estimate`) expects those from earlier runs;
+    whether a run saves, and whether a save first reads the memory it updates, is the
+    model's choice, and moves a run's bill by a third to twice over. With them taken as
+    they came, what is left of the gap to the bill is the planner's view of the request
+    and the cache: its token counts, and what it took to be warm.
+    """
+    return _priced(shape, float(requests), float(output_tokens), growth_tokens)[4]
 
 
 def _priced(

@@ -39,6 +39,7 @@ from memdir.extract._planner import (
     estimate,
     long_ttl_pays,
     plan_run,
+    priced_as_run,
 )
 from memdir.extract._prompts import PromptParts, changed_section, extract_prompt_parts
 from memdir.extract._relevance import relevance_text
@@ -47,6 +48,7 @@ from memdir.extract._standalone import (
     StandaloneWindow,
     estimate_tokens,
     standalone_system_prompt,
+    wire_tokens,
 )
 from memdir.extract._types import ExtractConfig, TurnContext
 from memdir.fork import CacheSafeParams, ForkResult, run_forked_agent
@@ -98,6 +100,56 @@ class RunOutcome:
     """Its usage at the prices of the model it called."""
     created: frozenset[str] = frozenset()
     """Real paths of the files its Writes created (the rest of ``written_paths`` existed)."""
+    estimate_as_run: float | None = None
+    """The chosen way priced with the requests and output the run then made
+    (:func:`~memdir.extract._planner.priced_as_run`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Sent:
+    """memdir's last standalone request, as the cache holds it."""
+
+    at: float
+    """When it went out."""
+    instructions: str
+    """Its instructions (the system prompt's variable part)."""
+    opening: str
+    """Its first message's text: the list of memory files and the project's files."""
+    key: str
+    """What its prefix held before its new messages (``Runner._cache_key``)."""
+    end: int
+    """The index after its last message."""
+    lifetime: float
+    """How long that prefix lives unused."""
+
+
+def _growth_per_request(result: ForkResult) -> float:
+    """What each request of a run after its first added to the one before: the answer
+    before it and that answer's tool results, tool calls and all (0 for a run of one)."""
+    answers = [n for n, m in enumerate(result.messages) if m.role == "assistant"]
+    if len(answers) < 2:
+        return 0.0
+    # Request k carries everything before the k-th answer: the last request, everything
+    # before the last answer.
+    added = sum(wire_tokens(m) for m in result.messages[1 : answers[-1]])
+    return added / (len(answers) - 1)
+
+
+def _shared_tokens(before: str, now: str, provider: str | None) -> int:
+    """Tokens of the opening message ``now`` that a cache written with ``before`` serves.
+
+    Its breakpoint serves the whole message when it is unchanged; OpenAI caches any
+    prefix, so there a list of memory files grown at its end is still read up to where
+    it changed. (Estimates: the message's wire form adds a few tokens.)"""
+    if before == now:
+        return estimate_tokens(now) + 8
+    if provider != "openai":
+        return 0
+    common = next(
+        (n for n, (a, b) in enumerate(zip(before, now, strict=False)) if a != b),
+        min(len(before), len(now)),
+    )
+    return common // 4
 
 
 _EMPTY_STATE = "The memory directory is empty."
@@ -180,10 +232,7 @@ class Runner:
         self._clock = clock
         self.conversation = RenderedConversation(config.tool_result_chars)
         self.stats = RunStats.for_family(self._family(model), self._effort(model))
-        self._standalone_cache: tuple[float, str, int, float] | None = None
-        """When the last standalone request went out, what its cached prefix held before
-        its new messages, the index after its last message, and how long that prefix
-        lives unused."""
+        self._standalone_cache: _Sent | None = None
         self._static_tokens: dict[str, int] = {}
         self._listed: tuple[int, str, dict[str, str]] | None = None
         """The list of memory files memdir's own request shows before the conversation:
@@ -377,14 +426,21 @@ class Runner:
             result = await self._standalone(alone_parts, opening, window, tools, gate, context, ttl)
             key = self._cache_key(alone_parts, opening, window)
             lifetime = self._standalone_lifetime(ttl)
-            self._standalone_cache = (self._clock(), key, window.end, lifetime)
+            self._standalone_cache = _Sent(
+                at=self._clock(),
+                instructions=alone_parts.instructions,
+                opening=_opening_text(opening),
+                key=key,
+                end=window.end,
+                lifetime=lifetime,
+            )
             covered, count, family = window.end, alone_count, self._family(self._model)
-        growth = sum(estimate_tokens(m.text) for m in result.messages[1:])
+        growth = _growth_per_request(result)
+        shape = fork_shape if plan.mode == "fork" else alone_shape
+        assert shape is not None
+        as_run = priced_as_run(shape, result.turn_count, result.usage.output_tokens, growth)
         self.stats.record(
-            result.turn_count,
-            result.usage.output_tokens,
-            growth / max(result.turn_count, 1),
-            saved=bool(result.written_paths),
+            result.turn_count, result.usage.output_tokens, growth, saved=bool(result.written_paths)
         )
         return RunOutcome(
             result=result,
@@ -393,6 +449,7 @@ class Runner:
             message_count=count,
             cost=bill(result.usage, family.prices),
             created=frozenset(context.created),
+            estimate_as_run=as_run,
         )
 
     def _listing(
@@ -438,7 +495,7 @@ class Runner:
         conversation = self.conversation
         if (
             last is None
-            or self._clock() - last[0] >= last[3]
+            or self._clock() - last.at >= last.lifetime
             or cursor < self._floor
             or conversation.tokens_between(self._floor, cursor) > window
         ):
@@ -500,15 +557,18 @@ class Runner:
         prompt = stable + final
         warm = 0
         note = "memdir's cache cold"
-        if self._standalone_cache is not None and now is not None:
-            sent_at, key, sent_end, lifetime = self._standalone_cache
-            if now - sent_at < lifetime:
-                warm, note = static, "memdir's instructions cached"
-                if key == self._cache_key(parts, opening, window):
-                    seen = self.conversation.tokens_between(
-                        window.start, min(sent_end, window.cursor)
-                    )
-                    warm, note = static + opening_tokens + seen, "memdir's window cached"
+        sent = self._standalone_cache
+        if sent is not None and now is not None and now - sent.at < sent.lifetime:
+            warm, note = static, "memdir's instructions cached"
+            if sent.key == self._cache_key(parts, opening, window):
+                seen = self.conversation.tokens_between(window.start, min(sent.end, window.cursor))
+                warm, note = static + opening_tokens + seen, "memdir's window cached"
+            elif sent.instructions == parts.instructions:
+                # A window started afresh: the opening message before it has a breakpoint
+                # of its own, and OpenAI reads a list grown at its end up to the change.
+                shared = _shared_tokens(sent.opening, _opening_text(opening), family.provider)
+                if shared:
+                    warm, note = static + shared, "memdir's instructions and list cached"
         if 0 < warm < family.min_cache_tokens:
             # A prefix shorter than the model's cache minimum was never written (Opus 4.5
             # caches from 4,096 tokens): instructions alone may be below it.

@@ -52,6 +52,7 @@ __all__ = [
     "estimate_tokens",
     "rendered_tokens",
     "standalone_system_prompt",
+    "wire_tokens",
 ]
 
 STANDALONE_SYSTEM_PROMPT = """\
@@ -112,7 +113,9 @@ def _cut(text: str, limit: int) -> str:
 _BLOCK_OVERHEAD = 40
 
 
-def _raw_tokens(message: Message) -> int:
+def wire_tokens(message: Message) -> int:
+    """Estimated tokens of ``message`` as a request carries it whole: text, thinking, tool
+    calls and their results, each block with its keys."""
     chars = 16
     for block in message.content:
         chars += _BLOCK_OVERHEAD
@@ -246,7 +249,7 @@ class RenderedConversation:
             message = messages[index]
             self._messages.append(message)
             self._cumulative.append(self._cumulative[-1] + rendered_tokens(message, self._limit))
-            self._raw.append(self._raw[-1] + _raw_tokens(message))
+            self._raw.append(self._raw[-1] + wire_tokens(message))
             if index % _CHECK_EVERY == 0 and time.perf_counter() - started > _SLICE_SECONDS:
                 await asyncio.sleep(0)
                 started = time.perf_counter()
