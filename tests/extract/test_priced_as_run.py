@@ -8,11 +8,20 @@ go over HTTP to the fake Anthropic server, which bills by the documented cache r
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
-from memdir.extract._run import _shared_tokens
-from memdir.messages import Message, ToolUseBlock
+import pytest
+
+from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
+from memdir.extract._run import _growth_per_request, _shared_tokens
+from memdir.extract._standalone import wire_tokens
+from memdir.fork import ForkResult
+from memdir.messages import Message, ToolResultBlock, ToolUseBlock
+from memdir.models import AnthropicModel, RetryPolicy, Usage
+from memdir.telemetry import CollectingSink
+from memdir.testing import FakeAnthropicServer, FakeClock
 from tests.extract.test_planner import WRITE_TOOLS, served_runs
 
 SYSTEM = "You are a coding agent. " * 300
@@ -79,13 +88,16 @@ def test_an_update_that_reads_its_memory_first_is_priced_with_what_the_read_adde
         assert abs(run["estimated_cost_as_run"] - run["billed_cost"]) <= 0.1 * run["billed_cost"]
 
 
+@pytest.mark.parametrize("pause", [20.0, 100.0, 250.0])
 def test_a_window_started_afresh_still_reads_the_list_of_memory_files_before_it(
-    tmp_path: Path,
+    tmp_path: Path, pause: float
 ) -> None:
     """When the window outgrows its budget while memdir's cache lives, it starts afresh;
     the opening message before it (the list of memory files) is unchanged and has a
-    breakpoint of its own, so the request reads it. Priced as if only the instructions
-    were cached, such a run was estimated as writing the list again."""
+    breakpoint of its own in every request, so the request reads it. Priced as if only
+    the instructions were cached, such a run was estimated as writing the list again;
+    and with the breakpoint given up to the run before's end, the list's entry lived
+    only five minutes from the first run (pauses of 100 s and more outlived it)."""
     memory = tmp_path / "memory"
     memory.mkdir()
     index = []
@@ -100,7 +112,7 @@ def test_a_window_started_afresh_still_reads_the_list_of_memory_files_before_it(
         index.append(f"- [topic {n}]({name}) — {description}")
     (memory / "MEMORY.md").write_text("\n".join(index) + "\n", encoding="utf-8")
 
-    runs, _ = served_runs(tmp_path, system=SYSTEM, tools=WRITE_TOOLS, turns=10)
+    runs, _ = served_runs(tmp_path, system=SYSTEM, tools=WRITE_TOOLS, turns=10, pauses=[pause])
     afresh = [r for r in runs if r["estimate_note"] == "memdir's instructions and list cached"]
     assert afresh, [r["estimate_note"] for r in runs]
     for run in runs[1:]:
@@ -119,3 +131,138 @@ def test_openai_reads_a_list_grown_at_its_end_up_to_where_it_changed() -> None:
     assert _shared_tokens(before, after, "openai") == len(before) // 4
     assert _shared_tokens(before, after, "anthropic") == 0
     assert _shared_tokens(before, before, "anthropic") == len(before) // 4 + 1 + 8
+
+
+def _call(n: int) -> ToolUseBlock:
+    return ToolUseBlock(id=f"toolu_{n}", name="Read", input={"file_path": f"memory_{n}.md"})
+
+
+def _result(n: int, text: str) -> Message:
+    block = ToolResultBlock(tool_use_id=f"toolu_{n}", content=text)
+    return Message(role="user", content=(block,))
+
+
+@pytest.mark.parametrize("trailing_result", [False, True])
+def test_what_a_later_request_adds_is_the_answer_before_it_and_its_results(
+    trailing_result: bool,
+) -> None:
+    """Request k carries everything before the k-th answer: what each later request adds
+    is the answer before it, tool calls and all, and that answer's results; not the
+    prompt, and not the results of the last answer (a run ended on its writes, or at its
+    last turn, never sends them)."""
+    prompt = Message.user("# Memory update " * 50)
+    first = Message(role="assistant", content=(_call(1),))
+    read = _result(1, "a memory's text\n" * 200)
+    second = Message(role="assistant", content=(_call(2),))
+    searched = _result(2, "another memory\n" * 40)
+    last = Message(role="assistant", content=(_call(3),))
+    messages = [prompt, first, read, second, searched, last]
+    if trailing_result:
+        messages.append(_result(3, "written " * 500))
+    result = ForkResult(
+        messages=tuple(messages),
+        usage=Usage(),
+        turn_count=3,
+        written_paths=(),
+        hit_max_turns=trailing_result,
+    )
+    added = sum(wire_tokens(m) for m in (first, read, second, searched))
+    assert _growth_per_request(result) == added / 2
+    assert _growth_per_request(result) > len("a memory's text\n" * 200) // 8
+
+
+def test_a_run_of_one_request_adds_nothing() -> None:
+    prompt = Message.user("# Memory update")
+    result = ForkResult(
+        messages=(prompt, Message.assistant("Nothing to save.")),
+        usage=Usage(),
+        turn_count=1,
+        written_paths=(),
+    )
+    assert _growth_per_request(result) == 0.0
+
+
+def test_turns_of_many_tool_calls_are_priced_as_the_cache_serves_them(tmp_path: Path) -> None:
+    """A coding agent's turn holds many tool calls and results: the look back from the
+    last new message cannot reach the run before's entry, so that run's end takes the
+    opening message's breakpoint. Each run is still priced as the server bills it: the
+    window read where it was cached, and the list of memory files counted as cached only
+    while an entry of its own lives."""
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    for n in range(15):
+        (memory / f"reference_topic_{n}.md").write_text(
+            f"---\nname: topic {n}\ndescription: runbooks and dashboards of subsystem {n}\n"
+            "type: reference\n---\n\nIn the ops wiki.\n",
+            encoding="utf-8",
+        )
+    clock = FakeClock()
+    with FakeAnthropicServer(handler=lambda body: "Nothing to save.", clock=clock) as server:
+        model = AnthropicModel(
+            "claude-sonnet-5-5",
+            api_key="k",
+            base_url=server.base_url,
+            retry=RetryPolicy(max_retries=0),
+        )
+        sink = CollectingSink()
+        extractor = MemoryExtractor(memory, model, ExtractConfig(), sink=sink, clock=clock)
+
+        async def main() -> None:
+            messages: list[Message] = []
+            for turn in range(8):
+                clock.advance(100.0)
+                messages.append(Message.user(f"Turn {turn}: find why the ingest job stalls. " * 3))
+                for n in range(9):
+                    call = ToolUseBlock(
+                        id=f"toolu_{turn}_{n}", name="Grep", input={"pattern": f"stall{n}"}
+                    )
+                    messages.append(Message(role="assistant", content=(call,)))
+                    found = ToolResultBlock(
+                        tool_use_id=call.id,
+                        content=f"src/ingest.py:{turn}{n}: stall handling " * 8,
+                    )
+                    messages.append(Message(role="user", content=(found,)))
+                messages.append(
+                    Message.assistant(f"Turn {turn}: the flush blocks on a lock. " * 10)
+                )
+                extractor.on_turn_end(TurnContext(messages=tuple(messages), cwd=str(tmp_path)))
+                await extractor.drain()
+            await model.aclose()
+
+        asyncio.run(main())
+        server.assert_no_errors()
+    runs = [dict(e.fields) for e in sink.named("extract.run")]
+    assert len(runs) == 8
+    for r in runs:
+        print(
+            r["estimate_note"],
+            r["input_tokens"],
+            r["cache_read_input_tokens"],
+            r["cache_creation_input_tokens"],
+            r["estimated_cache_read_tokens"],
+            r["estimated_cache_write_tokens"],
+            r["estimated_cost_as_run"],
+            r["billed_cost"],
+        )
+    for run in runs:
+        billed = run["billed_cost"]
+        assert abs(run["estimated_cost_as_run"] - billed) <= 0.1 * billed, run["estimate_note"]
+
+
+def test_an_entry_written_for_an_hour_is_priced_as_read_after_shorter_ones_expire(
+    tmp_path: Path,
+) -> None:
+    """With pauses of five minutes and more between short ones, some runs write memdir's
+    prefix for an hour and the runs soon after them for five minutes. The instructions'
+    and the list's entries, read or written again, keep the hour: a run more than five
+    minutes after the last still reads them. Priced from the last request's five minutes
+    alone, such runs were taken for cold at over twice their bill."""
+    pauses = [20.0, 400.0, *[20.0] * 10, 400.0]
+    runs, _ = served_runs(tmp_path, system=SYSTEM, tools=WRITE_TOOLS, turns=13, pauses=pauses)
+    notes = [r["estimate_note"] for r in runs]
+    # An hour's write after the first long pause; five minutes once short ones prevail.
+    assert notes[1].endswith("written for an hour")
+    assert not notes[-2].endswith("written for an hour")
+    for run in runs:
+        billed = run["billed_cost"]
+        assert abs(run["estimated_cost_as_run"] - billed) <= 0.1 * billed, run["estimate_note"]

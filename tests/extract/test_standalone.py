@@ -103,7 +103,7 @@ def test_a_long_stretch_is_split_and_each_message_is_new_once() -> None:
     spans = asyncio.run(main())
     covered = [i for start, end in spans for i in range(start, end)]
     assert covered == list(range(len(messages)))
-    assert 10 <= len(spans) <= 11  # 200 messages of about 105 tokens, 19 a run
+    assert 11 <= len(spans) <= 12  # 200 messages of about 111 tokens (text and block), 18 a run
 
 
 def test_one_message_larger_than_the_budget_still_gets_a_run() -> None:
@@ -168,10 +168,21 @@ def test_extractor_without_params_sends_its_own_request(tmp_path: Path) -> None:
     assert run.fields["estimated_cost_fork"] is None
 
 
-def test_the_next_run_marks_where_the_last_one_ended(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("turns", "points"),
+    [
+        # Two new messages: the look back from the last reaches the first run's end.
+        (3, (0, 6)),
+        # Twenty: too far back for it, so the first run's end gets a breakpoint.
+        (12, (0, 4, 24)),
+    ],
+)
+def test_the_next_run_reads_where_the_last_one_ended(
+    tmp_path: Path, turns: int, points: tuple[int, ...]
+) -> None:
     model = ScriptedModel(["Nothing to save.", "Nothing to save."])
-    ex = MemoryExtractor(tmp_path / "memory", model)
-    messages = convo(3)
+    ex = MemoryExtractor(tmp_path / "memory", model, ExtractConfig(window_tokens=20_000))
+    messages = convo(turns)
 
     async def main() -> None:
         ex.on_turn_end(TurnContext(messages=tuple(messages[:4]), cwd=str(tmp_path)))
@@ -181,9 +192,10 @@ def test_the_next_run_marks_where_the_last_one_ended(tmp_path: Path) -> None:
 
     asyncio.run(main())
     first, second = model.requests
-    # The second request: state, 4 old messages (the window), 2 new, the prompt.
+    # The second request: the opening message, 4 old messages (the window), the new, the
+    # prompt.
     assert [m.text for m in second.messages[1:-1]] == [m.text for m in messages]
-    assert second.cache_points == (0, 4, 6)  # the state, the first run's end, this one's
+    assert second.cache_points == points  # the opening, (the first run's end,) this one's
     assert [m.text for m in first.messages[:5]] == [m.text for m in second.messages[:5]]
 
 

@@ -53,7 +53,8 @@ def test_the_window_keeps_its_start_until_it_has_grown_past_its_size(tmp_path: P
     messages = convo(40, size=200)  # about 55 tokens a message
     requests = runs(tmp_path / "memory", [(end,) for end in range(2, 80, 2)], messages)
     starts = [r.messages[1].text for r in requests]
-    sizes = [sum(len(m.text) for m in r.messages[1:-3]) // 4 for r in requests]
+    # Each message as the window counts it: its text and its block's keys.
+    sizes = [sum(len(m.text) // 4 + 7 for m in r.messages[1:-3]) for r in requests]
     for index in range(1, len(requests)):
         if starts[index] != starts[index - 1]:
             # It moved only once the window, with this run's messages, passed 2,000 tokens.

@@ -121,6 +121,17 @@ class _Sent:
     """The index after its last message."""
     lifetime: float
     """How long that prefix lives unused."""
+    static_until: float
+    """When the cache's entry for its instructions (the system prompt's breakpoint, in
+    every request) expires: an entry read or written again keeps the longer of its
+    lifetimes, so one written for an hour outlives the five-minute requests after it."""
+    static_life: float
+    """That entry's lifetime."""
+    opening_until: float | None
+    """When the entry at its opening message's own breakpoint expires, by the same rule;
+    None if the message has had none since it changed."""
+    opening_life: float
+    """That entry's lifetime (0 without one)."""
 
 
 def _growth_per_request(result: ForkResult) -> float:
@@ -136,10 +147,11 @@ def _growth_per_request(result: ForkResult) -> float:
 
 
 def _shared_tokens(before: str, now: str, provider: str | None) -> int:
-    """Tokens of the opening message ``now`` that a cache written with ``before`` serves.
+    """Tokens of the opening message ``now`` that a cache written with ``before`` serves,
+    where that cache still lives.
 
-    Its breakpoint serves the whole message when it is unchanged; OpenAI caches any
-    prefix, so there a list of memory files grown at its end is still read up to where
+    Unchanged, the whole message is served (on Claude from its breakpoint); OpenAI caches
+    any prefix, so there a list of memory files grown at its end is still read up to where
     it changed. (Estimates: the message's wire form adds a few tokens.)"""
     if before == now:
         return estimate_tokens(now) + 8
@@ -150,6 +162,27 @@ def _shared_tokens(before: str, now: str, provider: str | None) -> int:
         min(len(before), len(now)),
     )
     return common // 4
+
+
+_LOOKBACK_REACH = 16
+"""Claude looks for an earlier cache entry up to 20 blocks back from a breakpoint; within
+this many blocks of new messages (a margin for blocks the wire form adds), the look back
+from the request's last window message reaches the run before's entry."""
+
+
+def _previous_point(window: StandaloneWindow, continued: bool) -> int | None:
+    """Where a standalone request needs a breakpoint to read the run before's entry (the
+    index in its messages, the opening message first), or None: only where the window
+    ``continued`` the run before's and its new messages hold too many blocks for a look
+    back from the last of them to reach that entry. The breakpoint then takes the opening
+    message's place (four at most, the system prompt's and the last message's among
+    them)."""
+    if window.previous_end is None or not continued:
+        return None
+    after = window.messages[window.previous_end + 1 :]
+    if sum(len(m.content) for m in after) < _LOOKBACK_REACH:
+        return None
+    return window.previous_end + 1
 
 
 _EMPTY_STATE = "The memory directory is empty."
@@ -423,21 +456,19 @@ class Runner:
             )
         else:
             ttl = alone_shape.cache_ttl
-            result = await self._standalone(alone_parts, opening, window, tools, gate, context, ttl)
             key = self._cache_key(alone_parts, opening, window)
+            last = self._standalone_cache
+            point = _previous_point(window, continued=last is not None and last.key == key)
+            result = await self._standalone(
+                alone_parts, opening, window, tools, gate, context, ttl, point
+            )
             lifetime = self._standalone_lifetime(ttl)
-            self._standalone_cache = _Sent(
-                at=self._clock(),
-                instructions=alone_parts.instructions,
-                opening=_opening_text(opening),
-                key=key,
-                end=window.end,
-                lifetime=lifetime,
+            self._standalone_cache = self._sent(
+                alone_parts, opening, window, key, lifetime, opening_marked=point is None
             )
             covered, count, family = window.end, alone_count, self._family(self._model)
         growth = _growth_per_request(result)
-        shape = fork_shape if plan.mode == "fork" else alone_shape
-        assert shape is not None
+        shape = fork_shape if plan.mode == "fork" and fork_shape is not None else alone_shape
         as_run = priced_as_run(shape, result.turn_count, result.usage.output_tokens, growth)
         self.stats.record(
             result.turn_count, result.usage.output_tokens, growth, saved=bool(result.written_paths)
@@ -450,6 +481,51 @@ class Runner:
             cost=bill(result.usage, family.prices),
             created=frozenset(context.created),
             estimate_as_run=as_run,
+        )
+
+    def _sent(
+        self,
+        parts: PromptParts,
+        opening: str,
+        window: StandaloneWindow,
+        key: str,
+        lifetime: float,
+        *,
+        opening_marked: bool,
+    ) -> _Sent:
+        """The standalone request just sent, as the cache now holds it."""
+        now = self._clock()
+        text = _opening_text(opening)
+        before = self._standalone_cache
+        if before is None or before.instructions != parts.instructions:
+            before = None
+        static_life = lifetime
+        if before is not None and now < before.static_until:
+            static_life = max(lifetime, before.static_life)
+        opening_until: float | None = None
+        opening_life = 0.0
+        if (
+            before is not None
+            and before.opening == text
+            and before.opening_until is not None
+            and now < before.opening_until
+        ):
+            opening_until, opening_life = before.opening_until, before.opening_life
+        if opening_marked:
+            # Read or written again now, for the longer of the two lifetimes.
+            opening_life = max(lifetime, opening_life)
+            opening_until = now + opening_life
+        return _Sent(
+            at=now,
+            instructions=parts.instructions,
+            opening=text,
+            key=key,
+            end=window.end,
+            lifetime=lifetime,
+            static_until=now + static_life,
+            static_life=static_life,
+            opening_until=opening_until,
+            opening_life=opening_life,
         )
 
     def _listing(
@@ -558,14 +634,26 @@ class Runner:
         warm = 0
         note = "memdir's cache cold"
         sent = self._standalone_cache
-        if sent is not None and now is not None and now - sent.at < sent.lifetime:
+        if (
+            sent is not None
+            and now is not None
+            and now < sent.static_until
+            and sent.instructions == parts.instructions
+        ):
             warm, note = static, "memdir's instructions cached"
-            if sent.key == self._cache_key(parts, opening, window):
+            # A window started afresh still reads the opening message before it: on
+            # Claude from its own breakpoint, while that lives; OpenAI reads a list grown
+            # at its end up to the change.
+            alive = now - sent.at < sent.lifetime
+            opening_lives = (
+                alive
+                if family.provider == "openai"
+                else sent.opening_until is not None and now < sent.opening_until
+            )
+            if alive and sent.key == self._cache_key(parts, opening, window):
                 seen = self.conversation.tokens_between(window.start, min(sent.end, window.cursor))
                 warm, note = static + opening_tokens + seen, "memdir's window cached"
-            elif sent.instructions == parts.instructions:
-                # A window started afresh: the opening message before it has a breakpoint
-                # of its own, and OpenAI reads a list grown at its end up to the change.
+            elif opening_lives:
                 shared = _shared_tokens(sent.opening, _opening_text(opening), family.provider)
                 if shared:
                     warm, note = static + shared, "memdir's instructions and list cached"
@@ -666,6 +754,7 @@ class Runner:
         gate: Any,
         context: ToolContext,
         cache_ttl: str | None = None,
+        previous_point: int | None = None,
     ) -> ForkResult:
         params: dict[str, Any] = {}
         if provider_of(self._model.name) == "openai":
@@ -690,8 +779,8 @@ class Runner:
         )
         messages = [_opening_message(opening), *window.messages]
         points = [0, len(messages) - 1]
-        if window.previous_end is not None:
-            points.append(window.previous_end + 1)
+        if previous_point is not None:
+            points.append(previous_point)
         return await run_forked_agent(
             request,
             messages,

@@ -155,11 +155,16 @@ def _rendered_text(message: Message, limit: int) -> str | None:
     return text
 
 
+# A rendered message is one text block: ``{"type":"text","text":""}`` on the wire.
+_TEXT_BLOCK_TOKENS = 6
+
+
 def rendered_tokens(message: Message, limit: int) -> int:
     """Estimated tokens of ``message`` as a standalone run shows it (0 when it is left
-    out), tool results and inputs cut at ``limit`` characters."""
+    out), tool results and inputs cut at ``limit`` characters, its block's keys counted
+    (a turn of many short tool calls is mostly messages of a few words)."""
     text = _rendered_text(message, limit)
-    return estimate_tokens(text) if text is not None else 0
+    return estimate_tokens(text) + _TEXT_BLOCK_TOKENS if text is not None else 0
 
 
 def render(message: Message, limit: int) -> Message | None:
