@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 
 from memdir.extract import ExtractConfig, MemoryExtractor, TurnContext
-from memdir.extract._run import _growth_per_request, _shared_tokens
+from memdir.extract._own_cache import shared_opening_tokens
+from memdir.extract._run import _growth_per_request
 from memdir.extract._standalone import wire_tokens
-from memdir.fork import ForkResult
+from memdir.fork import CacheSafeParams, ForkResult
 from memdir.messages import Message, ToolResultBlock, ToolUseBlock
-from memdir.models import AnthropicModel, RetryPolicy, Usage
+from memdir.models import AnthropicModel, ModelRequest, RetryPolicy, Usage
 from memdir.telemetry import CollectingSink
 from memdir.testing import FakeAnthropicServer, FakeClock
 from tests.extract.test_planner import WRITE_TOOLS, served_runs
@@ -128,9 +129,9 @@ def test_openai_reads_a_list_grown_at_its_end_up_to_where_it_changed() -> None:
     only at breakpoints, so a changed opening message is read not at all."""
     before = "The memory files:\n" + "".join(f"- topic_{n}.md: runbooks\n" for n in range(60))
     after = before + "- topic_60.md: runbooks\n"
-    assert _shared_tokens(before, after, "openai") == len(before) // 4
-    assert _shared_tokens(before, after, "anthropic") == 0
-    assert _shared_tokens(before, before, "anthropic") == len(before) // 4 + 1 + 8
+    assert shared_opening_tokens(before, after, "openai") == len(before) // 4
+    assert shared_opening_tokens(before, after, "anthropic") == 0
+    assert shared_opening_tokens(before, before, "anthropic") == len(before) // 4 + 1 + 8
 
 
 def _call(n: int) -> ToolUseBlock:
@@ -233,17 +234,6 @@ def test_turns_of_many_tool_calls_are_priced_as_the_cache_serves_them(tmp_path: 
         server.assert_no_errors()
     runs = [dict(e.fields) for e in sink.named("extract.run")]
     assert len(runs) == 8
-    for r in runs:
-        print(
-            r["estimate_note"],
-            r["input_tokens"],
-            r["cache_read_input_tokens"],
-            r["cache_creation_input_tokens"],
-            r["estimated_cache_read_tokens"],
-            r["estimated_cache_write_tokens"],
-            r["estimated_cost_as_run"],
-            r["billed_cost"],
-        )
     for run in runs:
         billed = run["billed_cost"]
         assert abs(run["estimated_cost_as_run"] - billed) <= 0.1 * billed, run["estimate_note"]
@@ -266,3 +256,61 @@ def test_an_entry_written_for_an_hour_is_priced_as_read_after_shorter_ones_expir
     for run in runs:
         billed = run["billed_cost"]
         assert abs(run["estimated_cost_as_run"] - billed) <= 0.1 * billed, run["estimate_note"]
+
+
+@pytest.mark.parametrize("forked", [2, 17, 20])
+def test_a_run_after_a_fork_reads_the_window_the_run_before_the_fork_left(
+    tmp_path: Path, forked: int
+) -> None:
+    """A fork leaves memdir's own cache as it was: the next standalone run continues the
+    window of the one before the fork, whose entry now lies behind the messages the fork
+    covered. Counted from the new messages alone, seventeen forked messages and four new
+    ones left that entry out of the look back's reach, unmarked, and the run wrote the
+    window again while priced as reading it."""
+    clock = FakeClock()
+    with FakeAnthropicServer(handler=lambda body: "Nothing to save.", clock=clock) as server:
+        model = AnthropicModel(
+            "claude-sonnet-5-5",
+            api_key="k",
+            base_url=server.base_url,
+            retry=RetryPolicy(max_retries=0),
+        )
+        params = CacheSafeParams(model=model, system=SYSTEM, tools=WRITE_TOOLS)
+        sink = CollectingSink()
+        config = ExtractConfig(mode="fork")  # the fork where the host's request is given
+        extractor = MemoryExtractor(tmp_path / "memory", model, config, sink=sink, clock=clock)
+
+        def say(messages: list[Message], count: int, tag: str) -> None:
+            for n in range(count):
+                text = f"{tag} {n}: the ingest job misses its window at peak load. " * 2
+                messages.append(Message.user(text) if n % 2 == 0 else Message.assistant(text))
+
+        async def main() -> None:
+            messages: list[Message] = []
+            say(messages, 30, "before")
+            extractor.on_turn_end(TurnContext(messages=tuple(messages), cwd=str(tmp_path)))
+            await extractor.drain()
+            clock.advance(20.0)
+            say(messages, forked, "forked")
+            request = ModelRequest(system=SYSTEM, tools=WRITE_TOOLS, messages=tuple(messages))
+            await model.request(request)
+            turn = TurnContext(
+                messages=tuple(messages), params=params, last_request_at=clock(), cwd=str(tmp_path)
+            )
+            extractor.on_turn_end(turn)
+            await extractor.drain()
+            clock.advance(20.0)
+            say(messages, 4, "after")
+            extractor.on_turn_end(TurnContext(messages=tuple(messages), cwd=str(tmp_path)))
+            await extractor.drain()
+            await model.aclose()
+
+        asyncio.run(main())
+        server.assert_no_errors()
+    first, fork, after = (dict(e.fields) for e in sink.named("extract.run"))
+    assert (first["mode"], fork["mode"], after["mode"]) == ("standalone", "fork", "standalone")
+    assert after["estimate_note"] == "memdir's window cached"
+    # The window the first run wrote is read, not written again.
+    assert after["cache_read_input_tokens"] >= first["cache_creation_input_tokens"] - 100
+    billed = after["billed_cost"]
+    assert abs(after["estimated_cost_as_run"] - billed) <= 0.1 * billed

@@ -31,6 +31,12 @@ from memdir.extract._fork_shape import (
     host_has_memory_section,
 )
 from memdir.extract._instructions import format_instruction_files, load_instruction_files
+from memdir.extract._own_cache import (
+    SentRequest,
+    cached_prefix,
+    previous_point,
+    record_sent,
+)
 from memdir.extract._planner import (
     LONG_TTL_SECONDS,
     RequestShape,
@@ -105,35 +111,6 @@ class RunOutcome:
     (:func:`~memdir.extract._planner.priced_as_run`)."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Sent:
-    """memdir's last standalone request, as the cache holds it."""
-
-    at: float
-    """When it went out."""
-    instructions: str
-    """Its instructions (the system prompt's variable part)."""
-    opening: str
-    """Its first message's text: the list of memory files and the project's files."""
-    key: str
-    """What its prefix held before its new messages (``Runner._cache_key``)."""
-    end: int
-    """The index after its last message."""
-    lifetime: float
-    """How long that prefix lives unused."""
-    static_until: float
-    """When the cache's entry for its instructions (the system prompt's breakpoint, in
-    every request) expires: an entry read or written again keeps the longer of its
-    lifetimes, so one written for an hour outlives the five-minute requests after it."""
-    static_life: float
-    """That entry's lifetime."""
-    opening_until: float | None
-    """When the entry at its opening message's own breakpoint expires, by the same rule;
-    None if the message has had none since it changed."""
-    opening_life: float
-    """That entry's lifetime (0 without one)."""
-
-
 def _growth_per_request(result: ForkResult) -> float:
     """What each request of a run after its first added to the one before: the answer
     before it and that answer's tool results, tool calls and all (0 for a run of one)."""
@@ -144,45 +121,6 @@ def _growth_per_request(result: ForkResult) -> float:
     # before the last answer.
     added = sum(wire_tokens(m) for m in result.messages[1 : answers[-1]])
     return added / (len(answers) - 1)
-
-
-def _shared_tokens(before: str, now: str, provider: str | None) -> int:
-    """Tokens of the opening message ``now`` that a cache written with ``before`` serves,
-    where that cache still lives.
-
-    Unchanged, the whole message is served (on Claude from its breakpoint); OpenAI caches
-    any prefix, so there a list of memory files grown at its end is still read up to where
-    it changed. (Estimates: the message's wire form adds a few tokens.)"""
-    if before == now:
-        return estimate_tokens(now) + 8
-    if provider != "openai":
-        return 0
-    common = next(
-        (n for n, (a, b) in enumerate(zip(before, now, strict=False)) if a != b),
-        min(len(before), len(now)),
-    )
-    return common // 4
-
-
-_LOOKBACK_REACH = 16
-"""Claude looks for an earlier cache entry up to 20 blocks back from a breakpoint; within
-this many blocks of new messages (a margin for blocks the wire form adds), the look back
-from the request's last window message reaches the run before's entry."""
-
-
-def _previous_point(window: StandaloneWindow, continued: bool) -> int | None:
-    """Where a standalone request needs a breakpoint to read the run before's entry (the
-    index in its messages, the opening message first), or None: only where the window
-    ``continued`` the run before's and its new messages hold too many blocks for a look
-    back from the last of them to reach that entry. The breakpoint then takes the opening
-    message's place (four at most, the system prompt's and the last message's among
-    them)."""
-    if window.previous_end is None or not continued:
-        return None
-    after = window.messages[window.previous_end + 1 :]
-    if sum(len(m.content) for m in after) < _LOOKBACK_REACH:
-        return None
-    return window.previous_end + 1
 
 
 _EMPTY_STATE = "The memory directory is empty."
@@ -265,7 +203,7 @@ class Runner:
         self._clock = clock
         self.conversation = RenderedConversation(config.tool_result_chars)
         self.stats = RunStats.for_family(self._family(model), self._effort(model))
-        self._standalone_cache: _Sent | None = None
+        self._standalone_cache: SentRequest | None = None
         self._static_tokens: dict[str, int] = {}
         self._listed: tuple[int, str, dict[str, str]] | None = None
         """The list of memory files memdir's own request shows before the conversation:
@@ -457,14 +395,19 @@ class Runner:
         else:
             ttl = alone_shape.cache_ttl
             key = self._cache_key(alone_parts, opening, window)
-            last = self._standalone_cache
-            point = _previous_point(window, continued=last is not None and last.key == key)
+            point = previous_point(window, self._previous_entry(window, key))
             result = await self._standalone(
                 alone_parts, opening, window, tools, gate, context, ttl, point
             )
-            lifetime = self._standalone_lifetime(ttl)
-            self._standalone_cache = self._sent(
-                alone_parts, opening, window, key, lifetime, opening_marked=point is None
+            self._standalone_cache = record_sent(
+                self._standalone_cache,
+                now=self._clock(),
+                instructions=alone_parts.instructions,
+                opening=_opening_text(opening),
+                key=key,
+                end=window.end,
+                lifetime=self._standalone_lifetime(ttl),
+                opening_marked=point is None,
             )
             covered, count, family = window.end, alone_count, self._family(self._model)
         growth = _growth_per_request(result)
@@ -483,50 +426,14 @@ class Runner:
             estimate_as_run=as_run,
         )
 
-    def _sent(
-        self,
-        parts: PromptParts,
-        opening: str,
-        window: StandaloneWindow,
-        key: str,
-        lifetime: float,
-        *,
-        opening_marked: bool,
-    ) -> _Sent:
-        """The standalone request just sent, as the cache now holds it."""
-        now = self._clock()
-        text = _opening_text(opening)
-        before = self._standalone_cache
-        if before is None or before.instructions != parts.instructions:
-            before = None
-        static_life = lifetime
-        if before is not None and now < before.static_until:
-            static_life = max(lifetime, before.static_life)
-        opening_until: float | None = None
-        opening_life = 0.0
-        if (
-            before is not None
-            and before.opening == text
-            and before.opening_until is not None
-            and now < before.opening_until
-        ):
-            opening_until, opening_life = before.opening_until, before.opening_life
-        if opening_marked:
-            # Read or written again now, for the longer of the two lifetimes.
-            opening_life = max(lifetime, opening_life)
-            opening_until = now + opening_life
-        return _Sent(
-            at=now,
-            instructions=parts.instructions,
-            opening=text,
-            key=key,
-            end=window.end,
-            lifetime=lifetime,
-            static_until=now + static_life,
-            static_life=static_life,
-            opening_until=opening_until,
-            opening_life=opening_life,
-        )
+    def _previous_entry(self, window: StandaloneWindow, key: str) -> int | None:
+        """Where in ``window.messages`` the last standalone request's entry ends (its last
+        message), or None where the window does not continue that request's: runs that
+        forked since leave their messages between it and the new ones."""
+        sent = self._standalone_cache
+        if sent is None or sent.key != key:
+            return None
+        return self.conversation.shown_between(window.start, min(sent.end, window.cursor)) - 1
 
     def _listing(
         self, listing: str, headers: Sequence[MemoryHeader], start: int
@@ -631,32 +538,18 @@ class Runner:
         final = estimate_tokens(_final_text(parts)) + 8
         stable = static + opening_tokens + window.window_tokens + window.new_tokens
         prompt = stable + final
-        warm = 0
-        note = "memdir's cache cold"
-        sent = self._standalone_cache
-        if (
-            sent is not None
-            and now is not None
-            and now < sent.static_until
-            and sent.instructions == parts.instructions
-        ):
-            warm, note = static, "memdir's instructions cached"
-            # A window started afresh still reads the opening message before it: on
-            # Claude from its own breakpoint, while that lives; OpenAI reads a list grown
-            # at its end up to the change.
-            alive = now - sent.at < sent.lifetime
-            opening_lives = (
-                alive
-                if family.provider == "openai"
-                else sent.opening_until is not None and now < sent.opening_until
-            )
-            if alive and sent.key == self._cache_key(parts, opening, window):
-                seen = self.conversation.tokens_between(window.start, min(sent.end, window.cursor))
-                warm, note = static + opening_tokens + seen, "memdir's window cached"
-            elif opening_lives:
-                shared = _shared_tokens(sent.opening, _opening_text(opening), family.provider)
-                if shared:
-                    warm, note = static + shared, "memdir's instructions and list cached"
+        warm, note = cached_prefix(
+            self._standalone_cache,
+            now=now,
+            provider=family.provider,
+            instructions=parts.instructions,
+            opening=_opening_text(opening),
+            key=self._cache_key(parts, opening, window),
+            static=static,
+            seen=lambda end: self.conversation.tokens_between(
+                window.start, min(end, window.cursor)
+            ),
+        )
         if 0 < warm < family.min_cache_tokens:
             # A prefix shorter than the model's cache minimum was never written (Opus 4.5
             # caches from 4,096 tokens): instructions alone may be below it.

@@ -230,6 +230,11 @@ class RenderedConversation:
         """Estimated tokens of messages ``start`` to ``end`` (exclusive), as rendered."""
         return self._cumulative[end] - self._cumulative[start]
 
+    def shown_between(self, start: int, end: int) -> int:
+        """How many of messages ``start`` to ``end`` (exclusive) the last window showed:
+        those it left out, or did not reach, do not count."""
+        return sum(1 for i in range(start, end) if self._rendered.get(i) is not None)
+
     def raw_tokens_between(self, start: int, end: int) -> int:
         """Estimated tokens of messages ``start`` to ``end`` (exclusive), as the host sent
         them: every block whole, with its wire overhead."""
