@@ -34,6 +34,12 @@ LONG_MEMORY = (
 )
 
 
+def _sonnet(base_url: str) -> AnthropicModel:
+    return AnthropicModel(
+        "claude-sonnet-5-5", api_key="k", base_url=base_url, retry=RetryPolicy(max_retries=0)
+    )
+
+
 def _blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
     last = body["messages"][-1]["content"]
     return last if isinstance(last, list) else [{"type": "text", "text": last}]
@@ -199,12 +205,7 @@ def test_turns_of_many_tool_calls_are_priced_as_the_cache_serves_them(tmp_path: 
         )
     clock = FakeClock()
     with FakeAnthropicServer(handler=lambda body: "Nothing to save.", clock=clock) as server:
-        model = AnthropicModel(
-            "claude-sonnet-5-5",
-            api_key="k",
-            base_url=server.base_url,
-            retry=RetryPolicy(max_retries=0),
-        )
+        model = _sonnet(server.base_url)
         sink = CollectingSink()
         extractor = MemoryExtractor(memory, model, ExtractConfig(), sink=sink, clock=clock)
 
@@ -269,12 +270,7 @@ def test_a_run_after_a_fork_reads_the_window_the_run_before_the_fork_left(
     window again while priced as reading it."""
     clock = FakeClock()
     with FakeAnthropicServer(handler=lambda body: "Nothing to save.", clock=clock) as server:
-        model = AnthropicModel(
-            "claude-sonnet-5-5",
-            api_key="k",
-            base_url=server.base_url,
-            retry=RetryPolicy(max_retries=0),
-        )
+        model = _sonnet(server.base_url)
         params = CacheSafeParams(model=model, system=SYSTEM, tools=WRITE_TOOLS)
         sink = CollectingSink()
         config = ExtractConfig(mode="fork")  # the fork where the host's request is given
