@@ -66,7 +66,7 @@ def sliced(messages: list[Message], config: ExtractConfig) -> tuple[float, float
     slices: list[float] = []
     inner = rendered._render_slice
 
-    def timed(*args: object) -> tuple[list[Message], int]:
+    def timed(*args: object) -> list[Message]:
         started = time.perf_counter()
         try:
             return inner(*args)  # type: ignore[arg-type]

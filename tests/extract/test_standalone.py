@@ -391,10 +391,9 @@ def test_a_long_first_window_is_rendered_in_bounded_slices(
         kept: dict[int, Message | None],
         start: int,
         stop: int,
-        cursor: int,
-    ) -> tuple[list[Message], int]:
+    ) -> list[Message]:
         slices.append(stop - start)
-        return inner(self, kept, start, stop, cursor)
+        return inner(self, kept, start, stop)
 
     monkeypatch.setattr(RenderedConversation, "_render_slice", recording)
     model = ScriptedModel(["Nothing to save."])

@@ -24,6 +24,7 @@ __all__ = [
     "LOOKBACK_REACH",
     "SentRequest",
     "cached_prefix",
+    "opening_tokens",
     "previous_point",
     "record_sent",
     "shared_opening_tokens",
@@ -67,6 +68,11 @@ class SentRequest:
     """That entry's lifetime (0 without one)."""
 
 
+def opening_tokens(opening: str) -> int:
+    """Estimated tokens of the opening message whose text is ``opening``."""
+    return estimate_tokens(opening) + OPENING_OVERHEAD
+
+
 def previous_point(window: StandaloneWindow, entry: int | None) -> int | None:
     """Where a request needs a breakpoint to read the run before's entry, or None.
 
@@ -89,7 +95,7 @@ def shared_opening_tokens(before: str, now: str, provider: str | None) -> int:
     serves: the whole message when it is unchanged (on Claude from its breakpoint); on
     OpenAI, which caches any prefix, a list grown at its end up to where it changed."""
     if before == now:
-        return estimate_tokens(now) + OPENING_OVERHEAD
+        return opening_tokens(now)
     if provider != "openai":
         return 0
     common = next(
@@ -167,8 +173,7 @@ def cached_prefix(
         return 0, "memdir's cache cold"
     alive = now - sent.at < sent.lifetime
     if alive and sent.key == key:
-        opening_tokens = estimate_tokens(opening) + OPENING_OVERHEAD
-        return static + opening_tokens + seen(sent.end), "memdir's window cached"
+        return static + opening_tokens(opening) + seen(sent.end), "memdir's window cached"
     opening_lives = (
         alive
         if provider == "openai"

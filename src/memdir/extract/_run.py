@@ -34,6 +34,7 @@ from memdir.extract._instructions import format_instruction_files, load_instruct
 from memdir.extract._own_cache import (
     SentRequest,
     cached_prefix,
+    opening_tokens,
     previous_point,
     record_sent,
 )
@@ -534,9 +535,9 @@ class Runner:
     ) -> RequestShape:
         family = self._family(self._model)
         static = self._static(parts)
-        opening_tokens = estimate_tokens(_opening_text(opening)) + 8
+        opening_size = opening_tokens(_opening_text(opening))
         final = estimate_tokens(_final_text(parts)) + 8
-        stable = static + opening_tokens + window.window_tokens + window.new_tokens
+        stable = static + opening_size + window.window_tokens + window.new_tokens
         prompt = stable + final
         warm, note = cached_prefix(
             self._standalone_cache,
@@ -603,13 +604,13 @@ class Runner:
         hour's price too."""
         hot = self._standalone_shape(parts, opening, window, None)
         static = self._static(parts)
-        opening_tokens = estimate_tokens(_opening_text(opening)) + 8
+        opening_size = opening_tokens(_opening_text(opening))
         # A save changes only what follows the conversation: the window stays cached, and
         # each run writes its new messages (at the hour's price if ``long``).
-        stable = static + opening_tokens + window.window_tokens + window.new_tokens
+        stable = static + opening_size + window.window_tokens + window.new_tokens
         hot = dataclasses.replace(
             hot,
-            warm_tokens=static + opening_tokens + window.window_tokens,
+            warm_tokens=static + opening_size + window.window_tokens,
             note="memdir's cache warm",
             long_tokens=stable if long else 0,
         )
@@ -647,7 +648,7 @@ class Runner:
         gate: Any,
         context: ToolContext,
         cache_ttl: str | None = None,
-        previous_point: int | None = None,
+        entry_point: int | None = None,
     ) -> ForkResult:
         params: dict[str, Any] = {}
         if provider_of(self._model.name) == "openai":
@@ -672,8 +673,8 @@ class Runner:
         )
         messages = [_opening_message(opening), *window.messages]
         points = [0, len(messages) - 1]
-        if previous_point is not None:
-            points.append(previous_point)
+        if entry_point is not None:
+            points.append(entry_point)
         return await run_forked_agent(
             request,
             messages,

@@ -194,9 +194,6 @@ class StandaloneWindow:
     """Index of the first new message."""
     end: int
     """Index after the last new message this run covers (the rest go to the next run)."""
-    previous_end: int | None
-    """Position in :attr:`messages` of the last message before the cursor, if it is there:
-    where the run before this one ended, and so where its cache entry is."""
     window_tokens: int
     """Estimated tokens of the window."""
     new_tokens: int
@@ -296,7 +293,7 @@ class RenderedConversation:
         uses :meth:`render_window`, which renders the same stretch in slices."""
         start, stop = self._bounds(cursor, end, window_tokens, chunk_tokens, floor)
         kept = self._kept_rendered(start, stop)
-        part = self._render_slice(kept, start, stop, cursor)
+        part = self._render_slice(kept, start, stop)
         return self._assemble(kept, [part], start, cursor, stop)
 
     async def render_window(
@@ -320,7 +317,7 @@ class RenderedConversation:
         parts = []
         for low in range(start, stop, RENDER_SLICE):
             high = min(low + RENDER_SLICE, stop)
-            parts.append(await asyncio.to_thread(self._render_slice, kept, low, high, cursor))
+            parts.append(await asyncio.to_thread(self._render_slice, kept, low, high))
         return self._assemble(kept, parts, start, cursor, stop)
 
     def _bounds(
@@ -344,13 +341,11 @@ class RenderedConversation:
         return {i: m for i, m in self._rendered.items() if start <= i < stop}
 
     def _render_slice(
-        self, kept: dict[int, Message | None], start: int, stop: int, cursor: int
-    ) -> tuple[list[Message], int]:
+        self, kept: dict[int, Message | None], start: int, stop: int
+    ) -> list[Message]:
         """Messages ``start`` to ``stop`` rendered (those not in ``kept`` yet are added to
-        it), the ones the memory agent need not see left out; and how many of them come
-        before ``cursor``."""
+        it), the ones the memory agent need not see left out."""
         out: list[Message] = []
-        before = 0
         for index in range(start, stop):
             message = kept.get(index)
             if index not in kept:
@@ -358,30 +353,23 @@ class RenderedConversation:
             if message is None:
                 continue
             out.append(message)
-            if index < cursor:
-                before += 1
-        return out, before
+        return out
 
     def _assemble(
         self,
         kept: dict[int, Message | None],
-        parts: Sequence[tuple[list[Message], int]],
+        parts: Sequence[list[Message]],
         start: int,
         cursor: int,
         stop: int,
     ) -> StandaloneWindow:
-        rendered: list[Message] = []
-        before = 0
-        for messages, count in parts:
-            rendered.extend(messages)
-            before += count
+        rendered = [message for part in parts for message in part]
         self._rendered = kept
         return StandaloneWindow(
             messages=tuple(rendered),
             start=start,
             cursor=cursor,
             end=stop,
-            previous_end=before - 1 if before else None,
             window_tokens=self.tokens_between(start, cursor),
             new_tokens=self.tokens_between(cursor, stop),
         )
