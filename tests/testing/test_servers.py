@@ -28,6 +28,7 @@ from memdir.messages import (
     ToolUseBlock,
     message_from_anthropic,
 )
+from memdir.testing._http import Exchange
 from memdir.testing._servers import FakeAnthropicServer, FakeOpenAIServer, Fault, Reply
 
 USER: Any = [{"role": "user", "content": "hi"}]  # Any: the SDKs' TypedDict params
@@ -746,9 +747,51 @@ def test_client_left_open_does_not_hold_stop() -> None:
     assert run(scenario()) < 5
 
 
+class _CountedWrites:
+    """A connection's writer that keeps the size of each write."""
+
+    def __init__(self, inner: Any, sizes: list[int]) -> None:
+        self._inner, self._sizes = inner, sizes
+
+    def write(self, data: bytes) -> int:
+        self._sizes.append(len(data))
+        return int(self._inner.write(data))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_an_answer_leaves_in_one_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    # urllib raises on a 400 once it has the headers; a test that then stops the server
+    # cuts the connection. Were the body a second write, it could be cut off unsent.
+    sizes: list[int] = []
+    setup = Exchange.setup
+
+    def counted_setup(self: Exchange) -> None:
+        setup(self)
+        self.wfile = _CountedWrites(self.wfile, sizes)  # type: ignore[assignment]
+
+    monkeypatch.setattr(Exchange, "setup", counted_setup)
+    payload = {"model": "claude-test", "max_tokens": 5, "messages": USER}
+    with FakeAnthropicServer(context_tokens=1) as server:
+        url = urlsplit(server.base_url)
+        assert url.port is not None
+        client = http.client.HTTPConnection("127.0.0.1", url.port)
+        try:
+            client.request("POST", "/v1/messages", body=json.dumps(payload))
+            answer = client.getresponse()
+            body = answer.read()
+        finally:
+            client.close()
+    assert answer.status == 400
+    assert json.loads(body)["error"]["type"] == "invalid_request_error"
+    assert len(sizes) == 1
+    assert sizes[0] > len(body)
+
+
 def test_answers_are_not_held_back_by_nagle() -> None:
-    # An answer goes out as two writes (headers, body): with Nagle's algorithm on, the body
-    # waits for the client's delayed ACK, ~40 ms a request on a keep-alive connection.
+    # A stream goes out as several writes (headers, then each frame): with Nagle's algorithm
+    # on, each waits for the client's delayed ACK of the last, ~40 ms a write.
     with FakeOpenAIServer(["a"]) as server:
         url = urlsplit(server.base_url)
         assert url.port is not None
