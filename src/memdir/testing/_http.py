@@ -56,9 +56,10 @@ class Exchange(BaseHTTPRequestHandler):
     ) -> None:
         """Answer with ``payload``; with ``cut_at``, send that many bytes then hang up.
 
-        Headers and body leave in one write. A client that raises on the status (urllib on
-        a 400) has the whole answer once it has the headers, even if the server is stopped,
-        cutting the connection, before this thread could write again.
+        Headers and body leave in one write, so an answer that fits the socket's buffer is
+        queued whole before the client can see its status. A client that raises on the
+        status (urllib on a 400) can still read the body after the server is stopped and
+        its connections cut.
         """
         wire, buffer = self.wfile, io.BytesIO()
         self.wfile = buffer
