@@ -18,20 +18,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from memdir.extract._standalone import StandaloneWindow, estimate_tokens
+from memdir.extract._standalone import CHARS_PER_TOKEN, StandaloneWindow, estimate_tokens
 
 __all__ = [
     "LOOKBACK_REACH",
     "SentRequest",
     "cached_prefix",
-    "opening_tokens",
     "previous_point",
     "record_sent",
     "shared_opening_tokens",
+    "text_message_tokens",
 ]
 
-OPENING_OVERHEAD = 8
-"""Tokens the opening message's wire form adds to its text."""
+TEXT_MESSAGE_OVERHEAD = 8
+"""Tokens a message of one text block adds to its text on the wire."""
 
 LOOKBACK_REACH = 16
 """Claude looks for an earlier cache entry up to 20 blocks back from a breakpoint; within
@@ -68,9 +68,10 @@ class SentRequest:
     """That entry's lifetime (0 without one)."""
 
 
-def opening_tokens(opening: str) -> int:
-    """Estimated tokens of the opening message whose text is ``opening``."""
-    return estimate_tokens(opening) + OPENING_OVERHEAD
+def text_message_tokens(text: str) -> int:
+    """Estimated tokens of a message of one text block, ``text`` (the opening message, the
+    final one)."""
+    return estimate_tokens(text) + TEXT_MESSAGE_OVERHEAD
 
 
 def previous_point(window: StandaloneWindow, entry: int | None) -> int | None:
@@ -95,14 +96,14 @@ def shared_opening_tokens(before: str, now: str, provider: str | None) -> int:
     serves: the whole message when it is unchanged (on Claude from its breakpoint); on
     OpenAI, which caches any prefix, a list grown at its end up to where it changed."""
     if before == now:
-        return opening_tokens(now)
+        return text_message_tokens(now)
     if provider != "openai":
         return 0
     common = next(
         (n for n, (a, b) in enumerate(zip(before, now, strict=False)) if a != b),
         min(len(before), len(now)),
     )
-    return common // 4
+    return common // CHARS_PER_TOKEN
 
 
 def record_sent(
@@ -173,7 +174,7 @@ def cached_prefix(
         return 0, "memdir's cache cold"
     alive = now - sent.at < sent.lifetime
     if alive and sent.key == key:
-        return static + opening_tokens(opening) + seen(sent.end), "memdir's window cached"
+        return static + text_message_tokens(opening) + seen(sent.end), "memdir's window cached"
     opening_lives = (
         alive
         if provider == "openai"

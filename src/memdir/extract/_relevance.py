@@ -17,8 +17,8 @@ from memdir.store import MemoryHeader
 __all__ = ["relevance_text", "relevant_files"]
 
 _RELEVANCE_CHARS = 40_000
-# Words too common to tell one memory from another.
 _WORD = re.compile(r"[a-z0-9]+")
+# Words too common to tell one memory from another.
 _STOP_WORDS = frozenset(
     [
         "the",

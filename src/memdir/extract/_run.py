@@ -34,9 +34,9 @@ from memdir.extract._instructions import format_instruction_files, load_instruct
 from memdir.extract._own_cache import (
     SentRequest,
     cached_prefix,
-    opening_tokens,
     previous_point,
     record_sent,
+    text_message_tokens,
 )
 from memdir.extract._planner import (
     LONG_TTL_SECONDS,
@@ -535,8 +535,8 @@ class Runner:
     ) -> RequestShape:
         family = self._family(self._model)
         static = self._static(parts)
-        opening_size = opening_tokens(_opening_text(opening))
-        final = estimate_tokens(_final_text(parts)) + 8
+        opening_size = text_message_tokens(_opening_text(opening))
+        final = text_message_tokens(_final_text(parts))
         stable = static + opening_size + window.window_tokens + window.new_tokens
         prompt = stable + final
         warm, note = cached_prefix(
@@ -604,7 +604,7 @@ class Runner:
         hour's price too."""
         hot = self._standalone_shape(parts, opening, window, None)
         static = self._static(parts)
-        opening_size = opening_tokens(_opening_text(opening))
+        opening_size = text_message_tokens(_opening_text(opening))
         # A save changes only what follows the conversation: the window stays cached, and
         # each run writes its new messages (at the hour's price if ``long``).
         stable = static + opening_size + window.window_tokens + window.new_tokens

@@ -46,6 +46,7 @@ from memdir.messages import (
 )
 
 __all__ = [
+    "CHARS_PER_TOKEN",
     "STANDALONE_SYSTEM_PROMPT",
     "RenderedConversation",
     "StandaloneWindow",
@@ -60,7 +61,8 @@ You are memdir's memory agent. From the conversation shown (its tool calls and r
 are past, shown as text) and memdir's request after it, keep the memory directory \
 accurate for future conversations with this user."""
 
-_CHARS_PER_TOKEN = 4
+CHARS_PER_TOKEN = 4
+"""Characters a token is estimated at (the fake servers' rule too)."""
 _SLICE_SECONDS = 0.001  # longest stretch of rendering before the event loop gets a turn
 _CHECK_EVERY = 32
 RENDER_SLICE = 256
@@ -76,7 +78,7 @@ def standalone_system_prompt(instructions: str) -> str:
 
 def estimate_tokens(text: str) -> int:
     """Tokens in ``text``, estimated as characters / 4 (the fake servers' rule too)."""
-    return len(text) // _CHARS_PER_TOKEN + 1
+    return len(text) // CHARS_PER_TOKEN + 1
 
 
 # ~25k tokens, a quarter of the standalone window's default budget, for a text block and
@@ -131,7 +133,7 @@ def wire_tokens(message: Message) -> int:
             chars += len(block.data or block.url or "")
         elif isinstance(block, OtherBlock):
             chars += _json_chars(block.data)
-    return chars // _CHARS_PER_TOKEN + 1
+    return chars // CHARS_PER_TOKEN + 1
 
 
 def _json_chars(value: object) -> int:
